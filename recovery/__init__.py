@@ -1,0 +1,42 @@
+"""The durable runtime of durable-responses: turns, steps, events, cancellation, and the
+public API for hosting an agent (`Agent`, and the model protocol)."""
+
+from ._agent import Agent
+from ._errors import InvalidRequest, ModelError, NotFound, RecoveryError, TurnStopped
+from ._ids import new_id
+from ._items import normalize_input, normalize_item, text_of
+from ._model import (
+    FunctionCallDelta,
+    Incomplete,
+    Model,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    Usage,
+)
+from ._runtime import Runtime, RuntimeSettings
+from ._status import TERMINAL_EVENTS, ResponseStatus
+
+__all__ = [
+    "TERMINAL_EVENTS",
+    "Agent",
+    "FunctionCallDelta",
+    "Incomplete",
+    "InvalidRequest",
+    "Model",
+    "ModelError",
+    "ModelEvent",
+    "ModelRequest",
+    "NotFound",
+    "RecoveryError",
+    "ResponseStatus",
+    "Runtime",
+    "RuntimeSettings",
+    "TextDelta",
+    "TurnStopped",
+    "Usage",
+    "new_id",
+    "normalize_input",
+    "normalize_item",
+    "text_of",
+]

@@ -1,0 +1,238 @@
+"""Turns a turn's progress into Responses stream events (protocol.md section 7).
+
+The emitter owns the in-progress Response object and the next sequence number. Each
+method returns the events to publish, in order; it never does I/O. Items are opened
+lazily by the first delta that needs them and closed (`output_item.done`) when another
+kind of item starts or the step ends.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from ._ids import new_id
+from ._model import FunctionCallDelta, TextDelta
+
+Event = dict[str, Any]
+
+
+class _OpenMessage:
+    __slots__ = ("index", "item", "text")
+
+    def __init__(self, index: int, item: dict[str, Any]) -> None:
+        self.index = index
+        self.item = item
+        self.text: list[str] = []
+
+
+class _OpenCall:
+    __slots__ = ("arguments", "index", "item")
+
+    def __init__(self, index: int, item: dict[str, Any]) -> None:
+        self.index = index
+        self.item = item
+        self.arguments: list[str] = []
+
+
+class Emitter:
+    def __init__(self, response: dict[str, Any], next_seq: int) -> None:
+        self.response = response
+        self.next_seq = next_seq
+        self._message: _OpenMessage | None = None
+        self._calls: dict[str, _OpenCall] = {}
+
+    @property
+    def output(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.response["output"]
+        return items
+
+    def _event(self, type_: str, **fields: Any) -> Event:
+        event = {"type": type_, "sequence_number": self.next_seq, **fields}
+        self.next_seq += 1
+        return event
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def lifecycle(self, type_: str) -> Event:
+        """`response.created`, `.queued` or `.in_progress`, carrying the response as it is."""
+        return self._event(type_, response=copy.deepcopy(self.response))
+
+    def set_status(self, status: str) -> None:
+        self.response["status"] = status
+
+    def finish(
+        self,
+        status: str,
+        *,
+        error: dict[str, Any] | None = None,
+        incomplete_reason: str | None = None,
+        usage: dict[str, Any] | None = None,
+    ) -> Event:
+        """The one terminal event. Cancelled responses end with `response.failed` whose
+        status is `cancelled` (protocol.md section 12: there is no cancelled event)."""
+        response = self.response
+        response["status"] = status
+        response["error"] = error
+        response["incomplete_details"] = (
+            {"reason": incomplete_reason} if incomplete_reason is not None else None
+        )
+        if usage is not None:
+            response["usage"] = usage
+        if status == "completed":
+            response["completed_at"] = int(time.time())
+        type_ = {
+            "completed": "response.completed",
+            "incomplete": "response.incomplete",
+        }.get(status, "response.failed")
+        return self._event(type_, response=copy.deepcopy(response))
+
+    # -- model output -------------------------------------------------------------------
+
+    def text_delta(self, delta: TextDelta) -> list[Event]:
+        events = self._close_calls("completed")
+        if self._message is None:
+            events += self._open_message()
+        message = self._message
+        assert message is not None
+        message.text.append(delta.text)
+        events.append(
+            self._event(
+                "response.output_text.delta",
+                item_id=message.item["id"],
+                output_index=message.index,
+                content_index=0,
+                delta=delta.text,
+                logprobs=[],
+            )
+        )
+        return events
+
+    def function_call_delta(self, delta: FunctionCallDelta) -> list[Event]:
+        events = self._close_message("completed")
+        call = self._calls.get(delta.call_id)
+        if call is None:
+            item = {
+                "type": "function_call",
+                "id": new_id("fc"),
+                "call_id": delta.call_id,
+                "name": delta.name,
+                "arguments": "",
+                "status": "in_progress",
+            }
+            call = _OpenCall(len(self.output), item)
+            self._calls[delta.call_id] = call
+            self.output.append(item)
+            events.append(
+                self._event(
+                    "response.output_item.added",
+                    output_index=call.index,
+                    item=copy.deepcopy(item),
+                )
+            )
+        if delta.arguments:
+            call.arguments.append(delta.arguments)
+            events.append(
+                self._event(
+                    "response.function_call_arguments.delta",
+                    item_id=call.item["id"],
+                    output_index=call.index,
+                    delta=delta.arguments,
+                )
+            )
+        return events
+
+    def close_open(self, status: str = "completed") -> list[Event]:
+        """Close every open item (`incomplete` when the step was cut off)."""
+        return self._close_message(status) + self._close_calls(status)
+
+    def add_item(self, item: dict[str, Any]) -> list[Event]:
+        """Add a finished item (e.g. a server tool's `function_call_output`)."""
+        events = self.close_open()
+        index = len(self.output)
+        self.output.append(item)
+        events.append(
+            self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item))
+        )
+        events.append(
+            self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item))
+        )
+        return events
+
+    # -- items --------------------------------------------------------------------------
+
+    def _open_message(self) -> list[Event]:
+        item: dict[str, Any] = {
+            "type": "message",
+            "id": new_id("msg"),
+            "status": "in_progress",
+            "role": "assistant",
+            "content": [],
+        }
+        self._message = _OpenMessage(len(self.output), item)
+        self.output.append(item)
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        events = [
+            self._event(
+                "response.output_item.added",
+                output_index=self._message.index,
+                item=copy.deepcopy(item),
+            ),
+            self._event(
+                "response.content_part.added",
+                item_id=item["id"],
+                output_index=self._message.index,
+                content_index=0,
+                part=part,
+            ),
+        ]
+        item["content"].append(part)
+        return events
+
+    def _close_message(self, status: str) -> list[Event]:
+        message = self._message
+        if message is None:
+            return []
+        self._message = None
+        text = "".join(message.text)
+        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+        message.item["content"] = [part]
+        message.item["status"] = status
+        common = {"item_id": message.item["id"], "output_index": message.index}
+        return [
+            self._event(
+                "response.output_text.done", **common, content_index=0, text=text, logprobs=[]
+            ),
+            self._event("response.content_part.done", **common, content_index=0, part=dict(part)),
+            self._event(
+                "response.output_item.done",
+                output_index=message.index,
+                item=copy.deepcopy(message.item),
+            ),
+        ]
+
+    def _close_calls(self, status: str) -> list[Event]:
+        events: list[Event] = []
+        for call in sorted(self._calls.values(), key=lambda c: c.index):
+            arguments = "".join(call.arguments)
+            call.item["arguments"] = arguments
+            call.item["status"] = status
+            events.append(
+                self._event(
+                    "response.function_call_arguments.done",
+                    item_id=call.item["id"],
+                    output_index=call.index,
+                    arguments=arguments,
+                    name=call.item["name"],
+                )
+            )
+            events.append(
+                self._event(
+                    "response.output_item.done",
+                    output_index=call.index,
+                    item=copy.deepcopy(call.item),
+                )
+            )
+        self._calls.clear()
+        return events

@@ -1,0 +1,300 @@
+"""The runtime: accepts turns, runs them, follows their events, cancels them.
+
+It owns one task group for every runner of this process. Everything that coordinates
+runs (status, lease, cancel flag, events) is in the store; the in-process maps below
+only make things faster (a local cancel reaches its runner at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from store import EventRow, Fence, ItemRow, NewResponse, ResponseRecord, SQLiteStore
+
+from ._agent import Agent
+from ._broker import Broker
+from ._emitter import Emitter
+from ._errors import InvalidRequest, NotFound
+from ._history import check_tool_pairing, history_items, loads_all
+from ._ids import new_id
+from ._model import Model
+from ._response import new_response
+from ._runner import TurnRunner
+from ._sinks import DurableSink, MemorySink, encode
+from ._status import TERMINAL_EVENTS, ResponseStatus
+
+log = logging.getLogger("recovery.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    lease_ttl: float = 10.0  # seconds a lease lasts without renewal
+    poll_interval: float = 0.25  # how often a live stream re-reads the log without a wake-up
+    cancel_wait: float = 10.0  # how long cancel waits for a running turn to stop
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class Runtime:
+    def __init__(
+        self,
+        store: SQLiteStore,
+        agent: Agent,
+        model: Model,
+        settings: RuntimeSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.model = agent.model or model
+        self.settings = settings or RuntimeSettings()
+        self.owner = new_id("proc")
+        self._broker = Broker()
+        store.on_events_committed(self._broker.notify)
+        self._runners: dict[str, TurnRunner] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._tg: asyncio.TaskGroup | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Runtime]:
+        async with asyncio.TaskGroup() as tg:
+            self._tg = tg
+            try:
+                yield self
+            finally:
+                self._tg = None
+                for task in list(self._tasks):
+                    task.cancel()
+
+    # -- create -------------------------------------------------------------------------
+
+    async def create(self, params: dict[str, Any], *, tenant: str) -> ResponseRecord:
+        """Validate a turn against its history and commit it (G2). `params` is the
+        validated create request, with `input` already normalized."""
+        previous_id: str | None = params.get("previous_response_id")
+        conversation_id: str | None = params.get("conversation")
+        lane: str | None = None
+        history: list[dict[str, Any]] = []
+        conversation_upto: int | None = None
+        if previous_id:
+            chain = await self.store.chain(previous_id, tenant)
+            if not chain:
+                raise InvalidRequest(
+                    f"Previous response with id '{previous_id}' not found.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            previous = chain[-1][0]
+            if not ResponseStatus(previous.status).is_terminal:
+                lane = previous.lane
+            history = await self.history(previous_response_id=previous_id, tenant=tenant)
+        elif conversation_id:
+            if await self.store.get_conversation(conversation_id, tenant) is None:
+                raise NotFound(f"Conversation with id '{conversation_id}' not found.")
+            lane = conversation_id
+            history = loads_all(await self.store.conversation_history(conversation_id, None))
+            conversation_upto = None
+        check_tool_pairing(history, params["input"])
+
+        response_id = new_id("resp")
+        created_at = time.time()
+        background = bool(params.get("background"))
+        status = ResponseStatus.QUEUED if background else ResponseStatus.IN_PROGRESS
+        response = new_response(response_id, created_at, status, params)
+        events: list[EventRow] = []
+        if background:
+            emitter = Emitter(response, 0)
+            events = [encode(emitter.lifecycle("response.created"))]
+            events.append(encode(emitter.lifecycle("response.queued")))
+        new = NewResponse(
+            id=response_id,
+            tenant=tenant,
+            status=status,
+            background=background,
+            created_at=created_at,
+            params=_dumps(params),
+            snapshot=_dumps(response),
+            last_seq=len(events) - 1,
+            lane=lane or response_id,
+            conversation_id=conversation_id,
+            conversation_upto=conversation_upto,
+            previous_response_id=previous_id,
+            owner=None if background else self.owner,
+            lease_expires_at=None if background else created_at + self.settings.lease_ttl,
+        )
+        items = [ItemRow(item["id"], _dumps(item)) for item in params["input"]]
+        return await self.store.create_response(new, items, events)
+
+    async def history(
+        self,
+        *,
+        tenant: str,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        conversation_upto: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The items a turn starts from: its previous_response_id chain (inputs and outputs,
+        not instructions), or its conversation's items."""
+        store = self.store
+        history: list[dict[str, Any]] = []
+        if previous_response_id:
+            for previous, inputs in await store.chain(previous_response_id, tenant):
+                if previous.conversation_id and not history:
+                    history += loads_all(
+                        await store.conversation_history(
+                            previous.conversation_id, previous.conversation_upto
+                        )
+                    )
+                history += loads_all(inputs)
+                history += history_items(json.loads(previous.snapshot)["output"])
+        elif conversation_id:
+            history += loads_all(
+                await store.conversation_history(conversation_id, conversation_upto)
+            )
+        return history
+
+    # -- run ----------------------------------------------------------------------------
+
+    def start_background(self, response_id: str) -> None:
+        self._spawn(self._claim_and_run(response_id))
+
+    async def _claim_and_run(self, response_id: str) -> None:
+        record = await self.store.claim(response_id, self.owner, self.settings.lease_ttl)
+        if record is None:
+            return  # cancelled while queued, or taken by another process
+        fence = Fence(self.owner, record.epoch)
+        await self._drive(self._runner(record, DurableSink(self.store, record.id, fence), fence))
+
+    def start_foreground(
+        self, record: ResponseRecord, *, stream: bool
+    ) -> tuple[TurnRunner, MemorySink]:
+        """Run a foreground turn; its events go to the returned sink (kept only if `stream`)."""
+        sink = MemorySink(keep=stream)
+        runner = self._runner(record, sink, Fence(self.owner, record.epoch))
+        self._spawn(self._drive(runner))
+        return runner, sink
+
+    def _runner(
+        self, record: ResponseRecord, sink: DurableSink | MemorySink, fence: Fence
+    ) -> TurnRunner:
+        runner = TurnRunner(
+            runtime=self, agent=self.agent, model=self.model, record=record, fence=fence, sink=sink
+        )
+        self._runners[record.id] = runner
+        return runner
+
+    async def _drive(self, runner: TurnRunner) -> None:
+        try:
+            await runner.run()
+        finally:
+            self._runners.pop(runner.response_id, None)
+
+    async def wait(self, response_id: str) -> None:
+        """Wait until this process's runner of the response has ended (if it has one)."""
+        runner = self._runners.get(response_id)
+        if runner is not None:
+            await asyncio.shield(runner.done)
+
+    def stop_local(self, response_id: str, reason: str = "cancelled") -> None:
+        runner = self._runners.get(response_id)
+        if runner is not None:
+            runner.request_stop(reason)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        if self._tg is None:
+            coro.close()
+            raise RuntimeError("the runtime is not running")
+        task = self._tg.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- read ---------------------------------------------------------------------------
+
+    async def get(self, response_id: str, tenant: str) -> ResponseRecord:
+        record = await self.store.get_response(response_id, tenant)
+        if record is None:
+            raise NotFound(f"Response with id '{response_id}' not found.")
+        return record
+
+    async def follow(self, response_id: str, tenant: str, after: int) -> AsyncIterator[EventRow]:
+        """The response's events after `after`, from the log, then live until the terminal
+        event (G7). Ends at once if the response is already past `after` and terminal."""
+        poll = self.settings.poll_interval
+        while True:
+            rows = await self.store.read_events(response_id, after)
+            for row in rows:
+                yield row
+                after = row.seq
+                if row.type in TERMINAL_EVENTS:
+                    return
+            if rows:
+                continue
+            record = await self.store.get_response(response_id, tenant)
+            if record is None or ResponseStatus(record.status).is_terminal:
+                if not await self.store.read_events(response_id, after, limit=1):
+                    return
+                continue
+            await self._broker.wait(response_id, after, poll)
+
+    # -- cancel and delete --------------------------------------------------------------
+
+    async def cancel(self, response_id: str, tenant: str) -> ResponseRecord:
+        record = await self.get(response_id, tenant)
+        if not record.background:
+            raise InvalidRequest("Cannot cancel a synchronous response.", param="response_id")
+        status = ResponseStatus(record.status)
+        if status is ResponseStatus.CANCELLED:
+            return record
+        if status.is_terminal:
+            article = "an" if status is ResponseStatus.INCOMPLETE else "a"
+            raise InvalidRequest(
+                f"Cannot cancel {article} {status.value} response.", param="response_id"
+            )
+        if status is ResponseStatus.QUEUED and await self._cancel_queued(record):
+            return await self.get(response_id, tenant)
+        await self.store.request_cancel(response_id)
+        self.stop_local(response_id)
+        return await self._wait_terminal(response_id, tenant)
+
+    async def _cancel_queued(self, record: ResponseRecord) -> bool:
+        emitter = Emitter(json.loads(record.snapshot), record.last_seq + 1)
+        terminal = emitter.finish(ResponseStatus.CANCELLED)
+        return await self.store.cancel_queued(
+            record.id,
+            snapshot=_dumps(emitter.response),
+            last_seq=terminal["sequence_number"],
+            events=[encode(terminal)],
+        )
+
+    async def _wait_terminal(self, response_id: str, tenant: str) -> ResponseRecord:
+        deadline = time.monotonic() + self.settings.cancel_wait
+        while True:
+            record = await self.get(response_id, tenant)
+            if ResponseStatus(record.status).is_terminal or time.monotonic() >= deadline:
+                return record
+            runner = self._runners.get(response_id)
+            if runner is not None:
+                remaining = max(deadline - time.monotonic(), 0.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(runner.done), remaining)
+            else:
+                await asyncio.sleep(self.settings.poll_interval)
+
+    async def delete(self, response_id: str, tenant: str) -> None:
+        record = await self.get(response_id, tenant)
+        if not ResponseStatus(record.status).is_terminal:
+            raise InvalidRequest(
+                "Cannot delete a response that is still running; cancel it first.",
+                param="response_id",
+            )
+        if not await self.store.delete_response(response_id, tenant):
+            raise NotFound(f"Response with id '{response_id}' not found.")

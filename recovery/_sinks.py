@@ -1,0 +1,81 @@
+"""Where a runner's events go.
+
+`DurableSink` (background responses) appends every event to the event log through the
+store's group commit; live streams read the log, so nothing is seen before it is
+committed (G7). `MemorySink` (foreground responses) hands events straight to the one
+client that is waiting, or drops them when that client asked for JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol
+
+from store import EventRow, Fence, SQLiteStore
+
+from ._status import TERMINAL_EVENTS
+
+Event = dict[str, Any]
+
+
+def encode(event: Event) -> EventRow:
+    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    return EventRow(seq=event["sequence_number"], type=event["type"], data=data)
+
+
+class Sink(Protocol):
+    durable: bool
+
+    def emit(self, events: Sequence[Event]) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
+class DurableSink:
+    durable = True
+
+    def __init__(self, store: SQLiteStore, response_id: str, fence: Fence) -> None:
+        self._store = store
+        self._response_id = response_id
+        self._fence = fence
+        self._pending: list[asyncio.Future[None]] = []
+
+    def emit(self, events: Sequence[Event]) -> None:
+        if events:
+            rows = [encode(e) for e in events]
+            self._pending.append(self._store.append_events(self._response_id, self._fence, rows))
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        # Every pending append must be awaited so no failure goes unseen; the first raises.
+        results = await asyncio.gather(*pending, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+
+class MemorySink:
+    """Events for the client of a foreground response, in memory only."""
+
+    durable = False
+
+    def __init__(self, *, keep: bool) -> None:
+        self._keep = keep
+        self._queue: asyncio.Queue[EventRow] = asyncio.Queue()
+
+    def emit(self, events: Sequence[Event]) -> None:
+        if self._keep:
+            for event in events:
+                self._queue.put_nowait(encode(event))
+
+    async def flush(self) -> None:
+        return None
+
+    async def rows(self) -> AsyncIterator[EventRow]:
+        while True:
+            row = await self._queue.get()
+            yield row
+            if row.type in TERMINAL_EVENTS:
+                return

@@ -1,0 +1,8 @@
+"""The HTTP edge of durable-responses: `create_app` builds the ASGI application that
+speaks the OpenAI Responses API; `python -m server` runs it with Hypercorn."""
+
+from ._app import create_app
+from ._embedded_model import EmbeddedModel
+from ._settings import Settings
+
+__all__ = ["EmbeddedModel", "Settings", "create_app"]

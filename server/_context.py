@@ -1,0 +1,51 @@
+"""What every route needs from the running app: the runtime and the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from recovery import Runtime
+
+from ._errors import APIError
+from ._settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class AppContext:
+    runtime: Runtime
+    settings: Settings
+
+
+def context(request: Request) -> AppContext:
+    ctx: AppContext = request.app.state.context
+    return ctx
+
+
+def tenant(request: Request) -> str:
+    """The caller's tenant; one shared tenant until API keys are configured."""
+    return ""
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing more than `limit` bytes without reading them all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(int(declared), limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(size: int, limit: int) -> APIError:
+    return APIError(
+        413,
+        f"The request body is too large ({size} bytes or more; the limit is {limit} bytes).",
+        code="request_too_large",
+    )

@@ -1,0 +1,172 @@
+"""The embedded model: a deterministic stand-in for an LLM, for tests and demos.
+
+It is not a language model. It answers the latest user message by echoing its words
+(cycled to the answer length), and obeys directives written in that message:
+
+    [[words N]]          answer with N words (default: --embedded-words)
+    [[delay MS]]         pause MS milliseconds before each delta (default: --embedded-delay-ms)
+    [[call NAME {json}]] call the tool NAME with these JSON arguments; several directives in
+                         one step make parallel calls; `[[next]]` starts the next step's calls
+    [[fail]]             fail the step with a server_error
+
+After tool outputs it answers `NAME -> OUTPUT` for each output it received. An answer
+longer than `max_output_tokens` words is cut there and the response ends `incomplete`.
+Usage counts words: input words of the whole history, output words emitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from recovery import (
+    FunctionCallDelta,
+    Incomplete,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    Usage,
+    text_of,
+)
+
+_DIRECTIVE = re.compile(r"\[\[\s*(\w+)\s*(.*?)\s*\]\]", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    words: int
+    delay: float
+    steps: list[list[tuple[str, str]]]  # per step, the (tool name, arguments JSON) to call
+    fail: bool
+    text: list[str]
+
+
+class EmbeddedModel:
+    """A deterministic model that needs nothing but this process."""
+
+    name = "embedded"
+
+    def __init__(self, *, words: int = 10, delay_ms: float = 0.0) -> None:
+        self._words = words
+        self._delay = delay_ms / 1000
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        user_index, user_text = _last_user_message(request.input)
+        plan = self._plan(user_text)
+        if plan.fail:
+            raise ModelError("The embedded model was asked to fail ([[fail]]).")
+        input_tokens = sum(len(_words_of(item)) for item in request.input)
+        after_user = request.input[user_index + 1 :]
+        step = sum(
+            1
+            for i, item in enumerate(after_user)
+            if item.get("type") == "function_call"
+            and (i == 0 or after_user[i - 1].get("type") != "function_call")
+        )
+        declared = {tool.get("name") for tool in request.tools}
+        if step < len(plan.steps) and request.tool_choice != "none":
+            calls = [(n, a) for n, a in plan.steps[step] if n in declared]
+            if calls:
+                if not request.parallel_tool_calls:
+                    calls = calls[:1]
+                for index, (name, arguments) in enumerate(calls):
+                    call_id = _call_id(request, step, index, name, arguments)
+                    await self._pause(plan.delay)
+                    yield FunctionCallDelta(call_id=call_id, name=name, arguments=arguments)
+                yield Usage(input_tokens=input_tokens, output_tokens=len(calls))
+                return
+        words = _answer_words(request.input[user_index + 1 :], plan)
+        limit = request.max_output_tokens
+        emitted = words if limit is None else words[:limit]
+        for i, word in enumerate(emitted):
+            await self._pause(plan.delay)
+            yield TextDelta(word if i == 0 else " " + word)
+        yield Usage(input_tokens=input_tokens, output_tokens=len(emitted))
+        if len(emitted) < len(words):
+            yield Incomplete("max_output_tokens")
+
+    def _plan(self, text: str) -> _Plan:
+        words, delay, fail = self._words, self._delay, False
+        steps: list[list[tuple[str, str]]] = [[]]
+        for match in _DIRECTIVE.finditer(text):
+            name, arg = match.group(1).lower(), match.group(2)
+            if name == "words" and arg.isdigit():
+                words = max(1, int(arg))
+            elif name == "delay":
+                with contextlib.suppress(ValueError):
+                    delay = max(0.0, float(arg)) / 1000
+            elif name == "call":
+                tool, _, arguments = arg.partition(" ")
+                steps[-1].append((tool, _normalize_json(arguments)))
+            elif name == "next":
+                steps.append([])
+            elif name == "fail":
+                fail = True
+        plain = _DIRECTIVE.sub(" ", text).split()
+        return _Plan(words, delay, [s for s in steps if s], fail, plain)
+
+    @staticmethod
+    async def _pause(delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        else:
+            await asyncio.sleep(0)  # let other streams run between deltas
+
+
+def _last_user_message(items: list[dict[str, Any]]) -> tuple[int, str]:
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if item.get("type", "message") == "message" and item.get("role") == "user":
+            return index, text_of(item)
+    return -1, ""
+
+
+def _answer_words(since_user: list[dict[str, Any]], plan: _Plan) -> list[str]:
+    names = {i["call_id"]: i["name"] for i in since_user if i.get("type") == "function_call"}
+    outputs = [i for i in since_user if i.get("type") == "function_call_output"]
+    if outputs:
+        text = "; ".join(
+            f"{names.get(o['call_id'], o['call_id'])} -> {_output_text(o['output'])}"
+            for o in outputs
+        )
+        return text.split()
+    source = plan.text or ["(empty)"]
+    return [source[i % len(source)] for i in range(plan.words)]
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    return " ".join(p.get("text", "") for p in output if isinstance(p, dict))
+
+
+def _words_of(item: dict[str, Any]) -> list[str]:
+    kind = item.get("type", "message")
+    if kind == "message":
+        return text_of(item).split()
+    if kind == "function_call":
+        return str(item.get("arguments", "")).split()
+    if kind == "function_call_output":
+        return _output_text(item.get("output", "")).split()
+    return []
+
+
+def _normalize_json(text: str) -> str:
+    text = text.strip() or "{}"
+    try:
+        return json.dumps(json.loads(text), separators=(",", ":"))
+    except json.JSONDecodeError:
+        return text  # passed on as the model wrote it: tools see invalid arguments
+
+
+def _call_id(request: ModelRequest, step: int, index: int, name: str, arguments: str) -> str:
+    # Deterministic for one history, distinct across turns: hashed from the history.
+    seed = json.dumps([len(request.input), step, index, name, arguments, request.input[-1:]])
+    return "call_" + hashlib.sha256(seed.encode()).hexdigest()[:24]

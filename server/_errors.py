@@ -1,0 +1,96 @@
+"""HTTP errors in the OpenAI envelope (protocol.md section 9).
+
+`APIError` is what routes raise; `error_response` renders it. The exception handlers
+installed by the app map the runtime's errors and anything unexpected to the envelope
+in this one place. No response ever carries a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from recovery import InvalidRequest, NotFound
+from store import StoreError
+
+log = logging.getLogger("server")
+
+
+class APIError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+
+def error_response(error: APIError) -> JSONResponse:
+    body = {
+        "error": {
+            "message": error.message,
+            "type": error.type,
+            "param": error.param,
+            "code": error.code,
+        }
+    }
+    headers = dict(error.headers)
+    if error.status == 409 or error.status >= 500:
+        headers.setdefault("x-should-retry", "true" if error.status in (502, 503) else "false")
+    return JSONResponse(body, status_code=error.status, headers=headers)
+
+
+async def handle_api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)
+    return error_response(exc)
+
+
+async def handle_invalid_request(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, InvalidRequest)
+    return error_response(APIError(400, exc.message, param=exc.param, code=exc.code))
+
+
+async def handle_not_found(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, NotFound)
+    return error_response(APIError(404, exc.message))
+
+
+async def handle_http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        message = f"Invalid URL ({request.method} {request.url.path})"
+        return error_response(APIError(404, message))
+    if exc.status_code == 405:
+        message = f"Method {request.method} is not allowed on {request.url.path}."
+        return error_response(APIError(405, message, code="method_not_allowed"))
+    return error_response(APIError(exc.status_code, str(exc.detail)))
+
+
+async def handle_store_error(request: Request, exc: Exception) -> Response:
+    log.error("store error on %s %s: %s", request.method, request.url.path, exc)
+    return error_response(
+        APIError(503, "The store is unavailable; try again.", type="server_error")
+    )
+
+
+EXCEPTION_HANDLERS = {
+    APIError: handle_api_error,
+    InvalidRequest: handle_invalid_request,
+    NotFound: handle_not_found,
+    HTTPException: handle_http_exception,
+    StoreError: handle_store_error,
+}

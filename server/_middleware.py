@@ -1,0 +1,63 @@
+"""Pure ASGI middleware: an `x-request-id` on every response, and the last line of
+defence that turns an unexpected exception into a 500 envelope (never a traceback)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("server")
+
+_SERVER_ERROR = json.dumps(
+    {
+        "error": {
+            "message": "The server had an error processing your request.",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+).encode()
+
+
+class RequestIdMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = "req_" + secrets.token_hex(16)
+        scope.setdefault("state", {})["request_id"] = request_id
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            log.exception("unhandled error (request %s)", request_id)
+            if started:
+                raise
+            await send_with_id(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"x-should-retry", b"false"),
+                    ],
+                }
+            )
+            await send_with_id({"type": "http.response.body", "body": _SERVER_ERROR})

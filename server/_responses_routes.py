@@ -1,0 +1,156 @@
+"""/v1/responses routes (protocol.md sections 2, 7, 8 and 12)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from recovery import normalize_input
+
+from ._context import context, read_body, tenant
+from ._errors import APIError
+from ._sse import event_stream
+from ._validation import (
+    parse_json,
+    query_bool,
+    query_int,
+    query_order,
+    validate_create,
+)
+
+
+def raw_json(text: str, status: int = 200) -> Response:
+    """A stored JSON text sent as is: no decode and re-encode on the hot read paths."""
+    return Response(text, status_code=status, media_type="application/json")
+
+
+async def create_response(request: Request) -> Response:
+    ctx = context(request)
+    body = await read_body(request, ctx.settings.max_body_bytes)
+    params = validate_create(parse_json(body))
+    params["input"] = normalize_input(params["input"])
+    who = tenant(request)
+    record = await ctx.runtime.create(params, tenant=who)
+    stream = bool(params.get("stream"))
+    runtime = ctx.runtime
+    if record.background:
+        runtime.start_background(record.id)
+        if stream:
+            return event_stream(
+                runtime.follow(record.id, who, -1), keepalive=ctx.settings.keepalive
+            )
+        return raw_json(record.snapshot)
+
+    runner, sink = runtime.start_foreground(record, stream=stream)
+
+    def on_close(finished: bool) -> None:
+        if not finished:  # the client went away: stop the turn at its next safe point
+            runtime.stop_local(record.id)
+
+    if stream:
+        return event_stream(sink.rows(), keepalive=ctx.settings.keepalive, on_close=on_close)
+    final = await _unless_disconnected(request, runner.done)
+    if final is None:
+        on_close(False)
+        return Response(status_code=499)
+    return JSONResponse(final)
+
+
+async def _unless_disconnected(
+    request: Request, done: asyncio.Future[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """Wait for `done`; None if the client disconnects first."""
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher: asyncio.Future[None] = asyncio.ensure_future(disconnected())
+    waiting: list[asyncio.Future[Any]] = [watcher, done]
+    try:
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    return done.result() if done.done() else None
+
+
+async def get_response(request: Request) -> Response:
+    ctx = context(request)
+    response_id = request.path_params["response_id"]
+    who = tenant(request)
+    record = await ctx.runtime.get(response_id, who)
+    query = request.query_params
+    if not query_bool(query, "stream"):
+        return raw_json(record.snapshot)
+    if not record.background:
+        raise APIError(
+            400,
+            "This response cannot be streamed because it was not created with background=true.",
+            param="stream",
+            code="invalid_value",
+        )
+    after = query_int(query, "starting_after", default=-1, low=-1)
+    assert after is not None
+    return event_stream(
+        ctx.runtime.follow(response_id, who, after), keepalive=ctx.settings.keepalive
+    )
+
+
+async def cancel_response(request: Request) -> Response:
+    ctx = context(request)
+    await read_body(request, ctx.settings.max_body_bytes)  # empty or ignored (SDK sends none)
+    record = await ctx.runtime.cancel(request.path_params["response_id"], tenant(request))
+    return raw_json(record.snapshot)
+
+
+async def delete_response(request: Request) -> Response:
+    ctx = context(request)
+    response_id = request.path_params["response_id"]
+    await ctx.runtime.delete(response_id, tenant(request))
+    return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+async def list_input_items(request: Request) -> Response:
+    ctx = context(request)
+    response_id = request.path_params["response_id"]
+    await ctx.runtime.get(response_id, tenant(request))
+    query = request.query_params
+    limit = query_int(query, "limit", default=20, low=1, high=100)
+    assert limit is not None
+    after = query.get("after")
+    page = await ctx.runtime.store.list_response_items(
+        response_id, after=after, order=query_order(query), limit=limit
+    )
+    return list_page(page, after)
+
+
+def list_page(page: tuple[list[Any], bool] | None, after: str | None) -> Response:
+    if page is None:
+        raise APIError(
+            400, f"No item with id '{after}' in this list.", param="after", code="invalid_value"
+        )
+    rows, has_more = page
+    data = ",".join(row.item for row in rows)
+    first = json.dumps(rows[0].item_id) if rows else "null"
+    last = json.dumps(rows[-1].item_id) if rows else "null"
+    return raw_json(
+        f'{{"object":"list","data":[{data}],"first_id":{first},"last_id":{last},'
+        f'"has_more":{"true" if has_more else "false"}}}'
+    )
+
+
+ROUTES = [
+    Route("/responses", create_response, methods=["POST"]),
+    Route("/responses/{response_id}", get_response, methods=["GET"]),
+    Route("/responses/{response_id}", delete_response, methods=["DELETE"]),
+    Route("/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
+    Route("/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
+]

@@ -1,0 +1,536 @@
+"""Request bodies and query strings, validated into plain dicts or OpenAI-style 400s.
+
+Bodies are checked in two layers so that every error names its parameter the way
+OpenAI does (`input[2].content`, `tools[0].type`): pydantic models with `extra="forbid"`
+for the fixed shapes, and small dispatch functions for the `type`-tagged unions (input
+items, content parts, tools), which pick the model by tag and build the path themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from ._errors import APIError
+
+Json = dict[str, Any]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# -- content parts and items ----------------------------------------------------------
+
+
+class InputText(_Strict):
+    type: Literal["input_text"]
+    text: str
+
+
+class InputImage(_Strict):
+    type: Literal["input_image"]
+    detail: Literal["low", "high", "auto", "original"] = "auto"
+    image_url: str | None = None
+    file_id: str | None = None
+
+
+class InputFile(_Strict):
+    type: Literal["input_file"]
+    file_id: str | None = None
+    file_data: str | None = None
+    file_url: str | None = None
+    filename: str | None = None
+
+
+class OutputText(_Strict):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Json] = Field(default_factory=list)
+    logprobs: list[Json] = Field(default_factory=list)
+
+
+class Refusal(_Strict):
+    type: Literal["refusal"]
+    refusal: str
+
+
+_PARTS: dict[str, type[_Strict]] = {
+    "input_text": InputText,
+    "input_image": InputImage,
+    "input_file": InputFile,
+    "output_text": OutputText,
+    "refusal": Refusal,
+}
+
+
+class Message(_Strict):
+    type: Literal["message"] | None = None
+    id: str | None = None
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[Json]
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    phase: Literal["commentary", "final_answer"] | None = None
+
+
+class FunctionCall(_Strict):
+    type: Literal["function_call"]
+    id: str | None = None
+    call_id: Annotated[str, Field(min_length=1, max_length=64)]
+    name: Annotated[str, Field(min_length=1)]
+    arguments: str
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    namespace: str | None = None
+
+
+class FunctionCallOutput(_Strict):
+    type: Literal["function_call_output"]
+    id: str | None = None
+    call_id: Annotated[str, Field(min_length=1, max_length=64)]
+    output: str | list[Json]
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class Reasoning(_Strict):
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[Json] = Field(default_factory=list)
+    content: list[Json] | None = None
+    encrypted_content: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+_ITEMS: dict[str, type[_Strict]] = {
+    "message": Message,
+    "function_call": FunctionCall,
+    "function_call_output": FunctionCallOutput,
+    "reasoning": Reasoning,
+}
+
+
+class FunctionTool(_Strict):
+    type: Literal["function"]
+    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")]
+    description: str | None = None
+    parameters: Json | None = None
+    strict: bool | None = None
+    defer_loading: bool | None = None
+    allowed_callers: list[str] | None = None
+    output_schema: Json | None = None
+
+
+# -- create ---------------------------------------------------------------------------
+
+
+def check_metadata(value: dict[str, str]) -> dict[str, str]:
+    if len(value) > 16:
+        raise ValueError("metadata can have at most 16 key-value pairs")
+    for key, item in value.items():
+        if len(key) > 64:
+            raise ValueError(f"metadata key '{key[:16]}...' is longer than 64 characters")
+        if len(item) > 512:
+            raise ValueError(f"metadata value of '{key}' is longer than 512 characters")
+    return value
+
+
+Metadata = Annotated[dict[str, str], AfterValidator(check_metadata)]
+
+
+class ConversationRef(_Strict):
+    id: str
+
+
+class CreateResponse(_Strict):
+    model: str
+    input: str | list[Json] | None = None
+    instructions: str | None = None
+    tools: list[Json] | None = None
+    tool_choice: Literal["none", "auto", "required"] | Json | None = None
+    parallel_tool_calls: bool | None = None
+    previous_response_id: str | None = None
+    conversation: str | ConversationRef | None = None
+    store: bool | None = None
+    background: bool | None = None
+    stream: bool | None = None
+    stream_options: Json | None = None
+    metadata: Metadata | None = None
+    max_output_tokens: Annotated[int, Field(ge=16)] | None = None
+    max_tool_calls: Annotated[int, Field(ge=1)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    include: list[str] | None = None
+    text: Json | None = None
+    reasoning: Json | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    safety_identifier: Annotated[str, Field(max_length=64)] | None = None
+    user: str | None = None
+    service_tier: (
+        Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None
+    ) = None
+    # Known but not supported here: rejected with a clear message below.
+    prompt: Json | None = None
+    # 2026 additions that only tune the service: accepted and ignored.
+    access_programs: Any = None
+    background_options: Any = None
+    context_management: Any = None
+    image: Any = None
+    moderation: Any = None
+    prompt_cache_options: Any = None
+
+
+UNSUPPORTED_PARAMETERS = {"prompt": "Prompt templates ('prompt') are not supported by this server."}
+
+
+def parse_json(body: bytes) -> Json:
+    if not body.strip():
+        raise APIError(
+            400,
+            "We could not parse the JSON body of your request. The body is empty; "
+            "send a JSON object.",
+            code="invalid_json",
+        )
+    try:
+        value = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise APIError(
+            400,
+            f"We could not parse the JSON body of your request. ({exc})",
+            code="invalid_json",
+        ) from None
+    if not isinstance(value, dict):
+        raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
+    return value
+
+
+def validate(model: type[_Strict], value: Any, *, path: str = "") -> Json:
+    """Validate `value` against `model`; raise the OpenAI-style 400 for the first error."""
+    try:
+        return model.model_validate(value).model_dump(exclude_unset=True)
+    except ValidationError as exc:
+        raise _to_api_error(exc, path) from None
+
+
+def validate_create(body: Json) -> Json:
+    params = validate(CreateResponse, body)
+    for name, message in UNSUPPORTED_PARAMETERS.items():
+        if params.get(name) is not None:
+            raise APIError(400, message, param=name, code="unsupported_parameter")
+    if isinstance(params.get("conversation"), dict):
+        params["conversation"] = params["conversation"]["id"]
+    if params.get("conversation") and params.get("previous_response_id"):
+        raise APIError(
+            400,
+            "Parameters 'conversation' and 'previous_response_id' cannot be used together.",
+            param="conversation",
+            code="invalid_parameter_combination",
+        )
+    if params.get("input") is None:
+        if not (params.get("conversation") or params.get("previous_response_id")):
+            raise APIError(
+                400,
+                "Missing required parameter: 'input'.",
+                param="input",
+                code="missing_required_parameter",
+            )
+        params["input"] = []
+    elif isinstance(params["input"], list):
+        params["input"] = validate_items(params["input"], path="input")
+    params["tools"] = [
+        validate_tool(tool, path=f"tools[{i}]") for i, tool in enumerate(params.get("tools") or [])
+    ]
+    _check_tool_choice(params)
+    if params.get("background") and params.get("store") is False:
+        raise APIError(
+            400, "Background mode requires store=true.", param="store", code="invalid_value"
+        )
+    if params.get("stream_options") and not params.get("stream"):
+        raise APIError(
+            400,
+            "stream_options can only be set when stream is true.",
+            param="stream_options",
+            code="invalid_value",
+        )
+    for name in (
+        "access_programs",
+        "background_options",
+        "context_management",
+        "image",
+        "moderation",
+        "prompt_cache_options",
+        "prompt",
+    ):
+        params.pop(name, None)
+    return params
+
+
+def validate_items(items: list[Any], *, path: str, limit: int | None = None) -> list[Json]:
+    if limit is not None and len(items) > limit:
+        raise APIError(
+            400,
+            f"Invalid '{path}': array too long. Expected an array with maximum length {limit}, "
+            f"but got an array with length {len(items)} instead.",
+            param=path,
+            code="array_above_max_length",
+        )
+    return [validate_item(item, path=f"{path}[{i}]") for i, item in enumerate(items)]
+
+
+def validate_item(item: Any, *, path: str) -> Json:
+    if not isinstance(item, Mapping):
+        raise _invalid_type(path, "an object", item)
+    kind = item.get("type") or "message"
+    model = _ITEMS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise APIError(
+            400,
+            f"Input item type '{kind}' is not supported by this server. Supported types: "
+            f"{', '.join(sorted(_ITEMS))}.",
+            param=f"{path}.type",
+            code="unsupported_value",
+        )
+    value = validate(model, dict(item), path=path)
+    for key in ("content", "output"):
+        parts = value.get(key)
+        if isinstance(parts, list):
+            value[key] = [
+                _validate_part(part, path=f"{path}.{key}[{i}]") for i, part in enumerate(parts)
+            ]
+    return value
+
+
+def _validate_part(part: Any, *, path: str) -> Json:
+    if not isinstance(part, Mapping):
+        raise _invalid_type(path, "an object", part)
+    kind = part.get("type")
+    model = _PARTS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise APIError(
+            400,
+            f"Invalid value: '{kind}'. Supported values are: {', '.join(map(repr, _PARTS))}.",
+            param=f"{path}.type",
+            code="invalid_value",
+        )
+    return validate(model, dict(part), path=path)
+
+
+def validate_tool(tool: Any, *, path: str) -> Json:
+    if not isinstance(tool, Mapping):
+        raise _invalid_type(path, "an object", tool)
+    kind = tool.get("type")
+    if kind != "function":
+        raise APIError(
+            400,
+            f"Tool type '{kind}' is not supported by this server; only 'function' tools are.",
+            param=f"{path}.type",
+            code="unsupported_value",
+        )
+    value = validate(FunctionTool, dict(tool), path=path)
+    value.setdefault("description", None)
+    value.setdefault("parameters", None)
+    value.setdefault("strict", True)
+    return value
+
+
+def _check_tool_choice(params: Json) -> None:
+    choice = params.get("tool_choice")
+    if not isinstance(choice, dict):
+        return
+    kind = choice.get("type")
+    if kind == "function":
+        names = {tool["name"] for tool in params["tools"]}
+        if choice.get("name") not in names:
+            raise APIError(
+                400,
+                f"Tool choice '{choice.get('name')}' not found in 'tools' parameter.",
+                param="tool_choice",
+                code="invalid_value",
+            )
+        params["tool_choice"] = {"type": "function", "name": choice["name"]}
+    elif kind == "allowed_tools":
+        if choice.get("mode") not in ("auto", "required") or not isinstance(
+            choice.get("tools"), list
+        ):
+            raise APIError(
+                400,
+                "tool_choice of type 'allowed_tools' needs 'mode' (auto or required) and 'tools'.",
+                param="tool_choice",
+                code="invalid_value",
+            )
+    else:
+        raise APIError(
+            400,
+            f"Tool choice type '{kind}' is not supported by this server.",
+            param="tool_choice.type",
+            code="unsupported_value",
+        )
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def _join(path: str, loc: tuple[int | str, ...]) -> str:
+    out = path
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.startswith(("function-", "list[", "dict[", "str", "int", "float", "bool")) or (
+            part.startswith("literal[") or part in ("none", "json-or-python[json=...]")
+        ):
+            continue  # a union branch, not a field
+        else:
+            out = f"{out}.{part}" if out else part
+    return out
+
+
+_TYPE_NAMES = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a decimal",
+    "bool_type": "a boolean",
+    "dict_type": "an object",
+    "list_type": "an array",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a decimal"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _invalid_type(path: str, expected: str, value: Any) -> APIError:
+    return APIError(
+        400,
+        f"Invalid type for '{path}': expected {expected}, but got {_json_type(value)} instead.",
+        param=path,
+        code="invalid_type",
+    )
+
+
+def _to_api_error(exc: ValidationError, path: str) -> APIError:
+    errors = exc.errors(include_url=False)
+    # Prefer the most specific error of a union: the one with the longest location.
+    first = errors[0]
+    param = _join(path, tuple(first["loc"]))
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return APIError(
+            400, f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter"
+        )
+    if kind == "missing":
+        return APIError(
+            400,
+            f"Missing required parameter: '{param}'.",
+            param=param,
+            code="missing_required_parameter",
+        )
+    type_errors = [e for e in errors if e["type"] in _TYPE_NAMES]
+    if type_errors and len(type_errors) == len(errors):
+        expected = " or ".join(dict.fromkeys(_TYPE_NAMES[e["type"]] for e in type_errors))
+        return _invalid_type(param, expected, first["input"])
+    value_error = next((e for e in errors if e["type"] not in _TYPE_NAMES), first)
+    param = _join(path, tuple(value_error["loc"]))
+    message = value_error["msg"].removeprefix("Value error, ")
+    return APIError(
+        400, f"Invalid value for '{param}': {message}.", param=param, code="invalid_value"
+    )
+
+
+# -- conversations --------------------------------------------------------------------
+
+
+class CreateConversation(_Strict):
+    items: list[Json] | None = None
+    metadata: Metadata | None = None
+
+
+class UpdateConversation(_Strict):
+    metadata: Metadata | None
+
+
+class AddConversationItems(_Strict):
+    items: list[Json]
+
+
+# -- query strings --------------------------------------------------------------------
+
+
+def query_list(query: Mapping[str, str], multi: list[tuple[str, str]], name: str) -> list[str]:
+    """`include[]=a&include[]=b` (the SDK's brackets) or `include=a`."""
+    return [v for k, v in multi if k in (name, f"{name}[]")]
+
+
+def query_bool(query: Mapping[str, str], name: str, default: bool = False) -> bool:
+    value = query.get(name)
+    if value is None:
+        return default
+    if value.lower() in ("true", "1"):
+        return True
+    if value.lower() in ("false", "0"):
+        return False
+    raise APIError(
+        400,
+        f"Invalid value for '{name}': expected a boolean (true or false), got '{value}'.",
+        param=name,
+        code="invalid_value",
+    )
+
+
+def query_int(
+    query: Mapping[str, str], name: str, *, default: int | None, low: int, high: int | None = None
+) -> int | None:
+    value = query.get(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise APIError(
+            400,
+            f"Invalid type for '{name}': expected an integer, but got '{value}' instead.",
+            param=name,
+            code="invalid_type",
+        ) from None
+    if number < low or (high is not None and number > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise APIError(
+            400,
+            f"Invalid value for '{name}': must be {bound}, got {number}.",
+            param=name,
+            code="invalid_value",
+        )
+    return number
+
+
+def query_order(query: Mapping[str, str]) -> Literal["asc", "desc"]:
+    value = query.get("order", "desc")
+    if value == "asc":
+        return "asc"
+    if value == "desc":
+        return "desc"
+    raise APIError(
+        400,
+        f"Invalid value for 'order': expected 'asc' or 'desc', got '{value}'.",
+        param="order",
+        code="invalid_value",
+    )

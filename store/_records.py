@@ -1,0 +1,74 @@
+"""Plain records that cross the store boundary. JSON columns travel as text, unparsed,
+so that hot paths (poll, replay) can hand them to the client without a decode/encode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Who may write a running response: every runner write is conditional on both."""
+
+    owner: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    seq: int
+    type: str
+    data: str  # the event payload, JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRow:
+    item_id: str
+    item: str  # JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class NewResponse:
+    id: str
+    tenant: str
+    status: str
+    background: bool
+    created_at: float
+    params: str  # JSON text
+    snapshot: str  # JSON text
+    last_seq: int
+    lane: str
+    conversation_id: str | None
+    conversation_upto: int | None
+    previous_response_id: str | None
+    owner: str | None
+    lease_expires_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseRecord:
+    id: str
+    tenant: str
+    status: str
+    background: bool
+    created_at: float
+    params: str
+    snapshot: str
+    last_seq: int
+    lane: str
+    conversation_id: str | None
+    conversation_upto: int | None
+    previous_response_id: str | None
+    owner: str | None
+    epoch: int
+    lease_expires_at: float | None
+    cancel_requested: bool
+    recoveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRecord:
+    id: str
+    tenant: str
+    created_at: float
+    metadata: str  # JSON text

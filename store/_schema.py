@@ -1,0 +1,93 @@
+"""The schema, as append-only numbered migrations.
+
+Migration N is applied once, in its own transaction, and recorded in `schema_version`.
+Never edit a released migration: add a new one.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: responses, their input items, the event log, conversations.
+    """
+    CREATE TABLE responses (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,
+        background INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        params TEXT NOT NULL,           -- what the runner needs from the create request (JSON)
+        snapshot TEXT NOT NULL,         -- the Response object at the last checkpoint (JSON)
+        last_seq INTEGER NOT NULL,      -- last event sequence number the snapshot covers
+        lane TEXT NOT NULL,
+        conversation_id TEXT,
+        conversation_upto INTEGER,      -- conversation items this turn's history includes
+        previous_response_id TEXT,
+        owner TEXT,                     -- lease holder, NULL when free
+        epoch INTEGER NOT NULL DEFAULT 0,
+        lease_expires_at REAL,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        recoveries INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX responses_active ON responses (status)
+        WHERE status IN ('queued', 'in_progress');
+    CREATE INDEX responses_lane ON responses (lane, created_at);
+
+    CREATE TABLE response_items (
+        response_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        item_id TEXT NOT NULL,
+        item TEXT NOT NULL,
+        PRIMARY KEY (response_id, position)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE events (
+        response_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (response_id, seq)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        metadata TEXT NOT NULL
+    );
+
+    CREATE TABLE conversation_items (
+        conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        item_id TEXT NOT NULL,
+        item TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, position)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX conversation_items_id ON conversation_items (conversation_id, item_id);
+    """,
+    # 2: step records and the tool journal (durability.md: step record, journal entry).
+    """
+    CREATE TABLE steps (
+        response_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        items TEXT NOT NULL,            -- the model's output items for this step (JSON)
+        PRIMARY KEY (response_id, step)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE journal (
+        response_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        call_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        state TEXT NOT NULL,            -- claimed | completed | errored
+        output TEXT,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (response_id, call_id)
+    ) WITHOUT ROWID;
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

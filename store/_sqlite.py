@@ -1,0 +1,557 @@
+"""The SQLite store. All SQL of the project lives in this package."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import aiosqlite
+
+from ._connection import Readers, Tx, Writer, connect, migrate
+from ._errors import LeaseLost, StoreError, StoreOpenError, translate_sqlite_errors
+from ._records import (
+    ConversationRecord,
+    EventRow,
+    Fence,
+    ItemRow,
+    NewResponse,
+    ResponseRecord,
+)
+from ._schema import MIGRATIONS
+
+Order = Literal["asc", "desc"]
+T = TypeVar("T")
+TERMINAL = ("completed", "failed", "cancelled", "incomplete")
+_TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'incomplete')"
+
+_RESPONSE_COLUMNS = (
+    "id, tenant, status, background, created_at, params, snapshot, last_seq, lane, "
+    "conversation_id, conversation_upto, previous_response_id, owner, epoch, "
+    "lease_expires_at, cancel_requested, recoveries"
+)
+
+CommitListener = Callable[[str, int], None]
+
+
+def _response(row: sqlite3.Row) -> ResponseRecord:
+    return ResponseRecord(
+        id=row["id"],
+        tenant=row["tenant"],
+        status=row["status"],
+        background=bool(row["background"]),
+        created_at=row["created_at"],
+        params=row["params"],
+        snapshot=row["snapshot"],
+        last_seq=row["last_seq"],
+        lane=row["lane"],
+        conversation_id=row["conversation_id"],
+        conversation_upto=row["conversation_upto"],
+        previous_response_id=row["previous_response_id"],
+        owner=row["owner"],
+        epoch=row["epoch"],
+        lease_expires_at=row["lease_expires_at"],
+        cancel_requested=bool(row["cancel_requested"]),
+        recoveries=row["recoveries"],
+    )
+
+
+def _conversation(row: sqlite3.Row) -> ConversationRecord:
+    return ConversationRecord(
+        id=row["id"], tenant=row["tenant"], created_at=row["created_at"], metadata=row["metadata"]
+    )
+
+
+class SQLiteStore:
+    """Durable state of responses, events and conversations in one SQLite file (WAL).
+
+    Writes go through one writer connection with group commit; reads use separate
+    connections. `on_events_committed` listeners are told (response id, last seq) after
+    each commit that added events, so live streams in this process wake at once.
+    """
+
+    def __init__(self, path: Path, writer: Writer, readers: Readers) -> None:
+        self.path = path
+        self._writer = writer
+        self._readers = readers
+        self._listeners: list[CommitListener] = []
+
+    def on_events_committed(self, listener: CommitListener) -> None:
+        self._listeners.append(listener)
+
+    def _notify_after(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
+        if events and self._listeners:
+            last = events[-1].seq
+
+            def notify() -> None:
+                for listener in self._listeners:
+                    listener(response_id, last)
+
+            tx.after_commit(notify)
+
+    # -- responses: writes ------------------------------------------------------------
+
+    async def create_response(
+        self, new: NewResponse, items: Sequence[ItemRow], events: Sequence[EventRow]
+    ) -> ResponseRecord:
+        """Commit a new response, its input items and first events in one transaction."""
+
+        async def op(tx: Tx) -> ResponseRecord:
+            now = time.time()
+            await tx.conn.execute(
+                "INSERT INTO responses (id, tenant, status, background, created_at, updated_at,"
+                " params, snapshot, last_seq, lane, conversation_id, conversation_upto,"
+                " previous_response_id, owner, epoch, lease_expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    new.id,
+                    new.tenant,
+                    new.status,
+                    int(new.background),
+                    new.created_at,
+                    now,
+                    new.params,
+                    new.snapshot,
+                    new.last_seq,
+                    new.lane,
+                    new.conversation_id,
+                    new.conversation_upto,
+                    new.previous_response_id,
+                    new.owner,
+                    1 if new.owner else 0,
+                    new.lease_expires_at,
+                ),
+            )
+            await tx.conn.executemany(
+                "INSERT INTO response_items (response_id, position, item_id, item)"
+                " VALUES (?, ?, ?, ?)",
+                [(new.id, i, it.item_id, it.item) for i, it in enumerate(items)],
+            )
+            await self._insert_events(tx, new.id, events)
+            row = await _fetchone(
+                tx.conn, f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ?", (new.id,)
+            )
+            assert row is not None
+            return _response(row)
+
+        return await self._write("create response", op)
+
+    async def claim(self, response_id: str, owner: str, lease_ttl: float) -> ResponseRecord | None:
+        """Take a queued response for `owner`; None if it is not queued any more."""
+
+        async def op(tx: Tx) -> ResponseRecord | None:
+            row = await _fetchone(
+                tx.conn,
+                "UPDATE responses SET status = 'in_progress', owner = ?, epoch = epoch + 1,"
+                " snapshot = json_set(snapshot, '$.status', 'in_progress'),"
+                " lease_expires_at = ?, updated_at = ?,"
+                " conversation_upto = CASE WHEN conversation_id IS NULL THEN NULL"
+                "  ELSE coalesce(conversation_upto, (SELECT count(*) FROM conversation_items"
+                "   WHERE conversation_id = responses.conversation_id)) END"
+                f" WHERE id = ? AND status = 'queued' RETURNING {_RESPONSE_COLUMNS}",
+                (owner, time.time() + lease_ttl, time.time(), response_id),
+            )
+            return _response(row) if row else None
+
+        return await self._write("claim response", op)
+
+    def append_events(
+        self, response_id: str, fence: Fence, events: Sequence[EventRow]
+    ) -> asyncio.Future[None]:
+        """Queue events for the next group commit; the future resolves once committed."""
+
+        async def op(tx: Tx) -> None:
+            await self._check_fence(tx, response_id, fence)
+            await self._insert_events(tx, response_id, events)
+
+        return self._writer.submit(op)
+
+    async def save_snapshot(
+        self,
+        response_id: str,
+        fence: Fence,
+        *,
+        snapshot: str,
+        last_seq: int,
+        events: Sequence[EventRow] = (),
+        terminal: bool = False,
+        status: str,
+        conversation_items: Sequence[ItemRow] = (),
+    ) -> None:
+        """Commit a checkpoint (or, with `terminal`, the final state and release the lease).
+
+        The events up to `last_seq` are committed in the same transaction, so the snapshot
+        covers exactly the events before it.
+        """
+
+        async def op(tx: Tx) -> None:
+            release = ", owner = NULL, lease_expires_at = NULL" if terminal else ""
+            cur = await tx.conn.execute(
+                "UPDATE responses SET status = ?, snapshot = ?, last_seq = ?,"
+                f" updated_at = ?{release}"
+                f" WHERE id = ? AND owner = ? AND epoch = ? AND status NOT IN {_TERMINAL_SQL}",
+                (status, snapshot, last_seq, time.time(), response_id, fence.owner, fence.epoch),
+            )
+            if cur.rowcount != 1:
+                raise LeaseLost(f"response {response_id} is no longer held by {fence}")
+            await self._insert_events(tx, response_id, events)
+            if conversation_items:
+                await self._append_conversation_items(tx, response_id, conversation_items)
+
+        await self._write("save snapshot", op)
+
+    async def cancel_queued(
+        self, response_id: str, *, snapshot: str, last_seq: int, events: Sequence[EventRow]
+    ) -> bool:
+        """Cancel a response no runner holds; False if it is held or already terminal."""
+
+        async def op(tx: Tx) -> bool:
+            cur = await tx.conn.execute(
+                "UPDATE responses SET status = 'cancelled', cancel_requested = 1, snapshot = ?,"
+                " last_seq = ?, updated_at = ?"
+                " WHERE id = ? AND status = 'queued' AND owner IS NULL",
+                (snapshot, last_seq, time.time(), response_id),
+            )
+            if cur.rowcount != 1:
+                return False
+            await self._insert_events(tx, response_id, events)
+            return True
+
+        return await self._write("cancel response", op)
+
+    async def request_cancel(self, response_id: str) -> bool:
+        """Record durably that the response must stop; False if it is already terminal."""
+
+        async def op(tx: Tx) -> bool:
+            cur = await tx.conn.execute(
+                "UPDATE responses SET cancel_requested = 1, updated_at = ?"
+                f" WHERE id = ? AND status NOT IN {_TERMINAL_SQL}",
+                (time.time(), response_id),
+            )
+            return cur.rowcount == 1
+
+        return await self._write("request cancel", op)
+
+    async def delete_response(self, response_id: str, tenant: str) -> bool:
+        async def op(tx: Tx) -> bool:
+            cur = await tx.conn.execute(
+                f"DELETE FROM responses WHERE id = ? AND tenant = ? AND status IN {_TERMINAL_SQL}",
+                (response_id, tenant),
+            )
+            return cur.rowcount == 1
+
+        return await self._write("delete response", op)
+
+    # -- responses: reads -------------------------------------------------------------
+
+    async def get_response(self, response_id: str, tenant: str) -> ResponseRecord | None:
+        row = await self._readers.fetchone(
+            f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ? AND tenant = ?",
+            (response_id, tenant),
+        )
+        return _response(row) if row else None
+
+    async def ping(self) -> None:
+        """Raise StoreError unless the database answers a read."""
+        with translate_sqlite_errors("ping"):
+            await self._readers.fetchone("SELECT 1")
+
+    async def cancel_requested(self, response_id: str) -> bool:
+        row = await self._readers.fetchone(
+            "SELECT cancel_requested FROM responses WHERE id = ?", (response_id,)
+        )
+        return bool(row and row[0])
+
+    async def read_events(self, response_id: str, after: int, limit: int = 1000) -> list[EventRow]:
+        rows = await self._readers.fetchall(
+            "SELECT seq, type, data FROM events WHERE response_id = ? AND seq > ?"
+            " ORDER BY seq LIMIT ?",
+            (response_id, after, limit),
+        )
+        return [EventRow(r[0], r[1], r[2]) for r in rows]
+
+    async def list_response_items(
+        self, response_id: str, *, after: str | None, order: Order, limit: int
+    ) -> tuple[list[ItemRow], bool] | None:
+        """A page of a response's input items; None if `after` is not one of them."""
+        return await self._page(
+            "response_items", "response_id", response_id, after=after, order=order, limit=limit
+        )
+
+    async def chain(self, response_id: str, tenant: str) -> list[tuple[ResponseRecord, list[str]]]:
+        """The previous_response_id chain ending at `response_id`, oldest first, each with
+        its input items (JSON texts)."""
+        rows = await self._readers.fetchall(
+            "WITH RECURSIVE chain (id, depth) AS ("
+            " SELECT id, 0 FROM responses WHERE id = ? AND tenant = ?"
+            " UNION ALL SELECT r.previous_response_id, c.depth + 1"
+            "  FROM chain c JOIN responses r ON r.id = c.id"
+            "  WHERE r.previous_response_id IS NOT NULL)"
+            f" SELECT {', '.join('r.' + c.strip() for c in _RESPONSE_COLUMNS.split(','))}, c.depth"
+            " FROM chain c JOIN responses r ON r.id = c.id AND r.tenant = ?"
+            " ORDER BY c.depth DESC",
+            (response_id, tenant, tenant),
+        )
+        records = [_response(r) for r in rows]
+        if not records:
+            return []
+        marks = ", ".join("?" for _ in records)
+        item_rows = await self._readers.fetchall(
+            f"SELECT response_id, item FROM response_items WHERE response_id IN ({marks})"
+            " ORDER BY response_id, position",
+            [r.id for r in records],
+        )
+        items: dict[str, list[str]] = {r.id: [] for r in records}
+        for row in item_rows:
+            items[row[0]].append(row[1])
+        return [(r, items[r.id]) for r in records]
+
+    # -- conversations ----------------------------------------------------------------
+
+    async def create_conversation(
+        self, conversation: ConversationRecord, items: Sequence[ItemRow]
+    ) -> None:
+        async def op(tx: Tx) -> None:
+            await tx.conn.execute(
+                "INSERT INTO conversations (id, tenant, created_at, metadata) VALUES (?, ?, ?, ?)",
+                (
+                    conversation.id,
+                    conversation.tenant,
+                    conversation.created_at,
+                    conversation.metadata,
+                ),
+            )
+            await self._insert_conversation_items(tx, conversation.id, items)
+
+        await self._write("create conversation", op)
+
+    async def get_conversation(
+        self, conversation_id: str, tenant: str
+    ) -> ConversationRecord | None:
+        row = await self._readers.fetchone(
+            "SELECT id, tenant, created_at, metadata FROM conversations"
+            " WHERE id = ? AND tenant = ?",
+            (conversation_id, tenant),
+        )
+        return _conversation(row) if row else None
+
+    async def update_conversation(
+        self, conversation_id: str, tenant: str, metadata: str
+    ) -> ConversationRecord | None:
+        async def op(tx: Tx) -> ConversationRecord | None:
+            row = await _fetchone(
+                tx.conn,
+                "UPDATE conversations SET metadata = ? WHERE id = ? AND tenant = ?"
+                " RETURNING id, tenant, created_at, metadata",
+                (metadata, conversation_id, tenant),
+            )
+            return _conversation(row) if row else None
+
+        return await self._write("update conversation", op)
+
+    async def delete_conversation(self, conversation_id: str, tenant: str) -> bool:
+        async def op(tx: Tx) -> bool:
+            cur = await tx.conn.execute(
+                "DELETE FROM conversations WHERE id = ? AND tenant = ?", (conversation_id, tenant)
+            )
+            return cur.rowcount == 1
+
+        return await self._write("delete conversation", op)
+
+    async def add_conversation_items(
+        self, conversation_id: str, tenant: str, items: Sequence[ItemRow]
+    ) -> bool:
+        """Append items; False if the conversation does not exist."""
+
+        async def op(tx: Tx) -> bool:
+            row = await _fetchone(
+                tx.conn,
+                "SELECT 1 FROM conversations WHERE id = ? AND tenant = ?",
+                (conversation_id, tenant),
+            )
+            if row is None:
+                return False
+            await self._insert_conversation_items(tx, conversation_id, items)
+            return True
+
+        return await self._write("add conversation items", op)
+
+    async def list_conversation_items(
+        self, conversation_id: str, *, after: str | None, order: Order, limit: int
+    ) -> tuple[list[ItemRow], bool] | None:
+        return await self._page(
+            "conversation_items",
+            "conversation_id",
+            conversation_id,
+            after=after,
+            order=order,
+            limit=limit,
+        )
+
+    async def get_conversation_item(self, conversation_id: str, item_id: str) -> ItemRow | None:
+        row = await self._readers.fetchone(
+            "SELECT item_id, item FROM conversation_items"
+            " WHERE conversation_id = ? AND item_id = ?",
+            (conversation_id, item_id),
+        )
+        return ItemRow(row[0], row[1]) if row else None
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
+        async def op(tx: Tx) -> bool:
+            cur = await tx.conn.execute(
+                "DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?",
+                (conversation_id, item_id),
+            )
+            return cur.rowcount == 1
+
+        return await self._write("delete conversation item", op)
+
+    async def conversation_history(self, conversation_id: str, upto: int | None) -> list[str]:
+        """Item JSON texts of a conversation, oldest first; with `upto`, only the items
+        that were in it when a turn started (position < upto)."""
+        rows = await self._readers.fetchall(
+            "SELECT item FROM conversation_items WHERE conversation_id = ? AND position < ?"
+            " ORDER BY position",
+            (conversation_id, upto if upto is not None else 2**62),
+        )
+        return [r[0] for r in rows]
+
+    # -- helpers ----------------------------------------------------------------------
+
+    async def _write(self, what: str, op: Callable[[Tx], Awaitable[T]]) -> T:
+        async def guarded(tx: Tx) -> T:
+            with translate_sqlite_errors(what):
+                return await op(tx)
+
+        return await self._writer.run(guarded)
+
+    async def _check_fence(self, tx: Tx, response_id: str, fence: Fence) -> None:
+        row = await _fetchone(
+            tx.conn,
+            "SELECT 1 FROM responses WHERE id = ? AND owner = ? AND epoch = ?"
+            f" AND status NOT IN {_TERMINAL_SQL}",
+            (response_id, fence.owner, fence.epoch),
+        )
+        if row is None:
+            raise LeaseLost(f"response {response_id} is no longer held by {fence}")
+
+    async def _insert_events(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
+        if not events:
+            return
+        with translate_sqlite_errors("append events"):
+            await tx.conn.executemany(
+                "INSERT INTO events (response_id, seq, type, data) VALUES (?, ?, ?, ?)",
+                [(response_id, e.seq, e.type, e.data) for e in events],
+            )
+        self._notify_after(tx, response_id, events)
+
+    async def _insert_conversation_items(
+        self, tx: Tx, conversation_id: str, items: Sequence[ItemRow]
+    ) -> None:
+        row = await _fetchone(
+            tx.conn,
+            "SELECT coalesce(max(position) + 1, 0) FROM conversation_items"
+            " WHERE conversation_id = ?",
+            (conversation_id,),
+        )
+        start = int(row[0]) if row else 0
+        await tx.conn.executemany(
+            "INSERT INTO conversation_items (conversation_id, position, item_id, item)"
+            " VALUES (?, ?, ?, ?)",
+            [(conversation_id, start + i, it.item_id, it.item) for i, it in enumerate(items)],
+        )
+
+    async def _append_conversation_items(
+        self, tx: Tx, response_id: str, items: Sequence[ItemRow]
+    ) -> None:
+        """Add a finished turn's items to its conversation, if it still exists."""
+        row = await _fetchone(
+            tx.conn,
+            "SELECT c.id FROM responses r JOIN conversations c ON c.id = r.conversation_id"
+            " WHERE r.id = ?",
+            (response_id,),
+        )
+        if row is not None:
+            await self._insert_conversation_items(tx, row[0], items)
+
+    async def _page(
+        self,
+        table: str,
+        owner_column: str,
+        owner_id: str,
+        *,
+        after: str | None,
+        order: Order,
+        limit: int,
+    ) -> tuple[list[ItemRow], bool] | None:
+        direction, cmp = ("ASC", ">") if order == "asc" else ("DESC", "<")
+        params: list[Any] = [owner_id]
+        where = f"{owner_column} = ?"
+        if after is not None:
+            anchor = await self._readers.fetchone(
+                f"SELECT position FROM {table} WHERE {owner_column} = ? AND item_id = ?",
+                (owner_id, after),
+            )
+            if anchor is None:
+                return None
+            where += f" AND position {cmp} ?"
+            params.append(anchor[0])
+        rows = await self._readers.fetchall(
+            f"SELECT item_id, item FROM {table} WHERE {where}"
+            f" ORDER BY position {direction} LIMIT ?",
+            [*params, limit + 1],
+        )
+        page = [ItemRow(r[0], r[1]) for r in rows[:limit]]
+        return page, len(rows) > limit
+
+
+async def _fetchone(
+    conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
+) -> sqlite3.Row | None:
+    async with conn.execute(sql, tuple(params)) as cur:
+        row: sqlite3.Row | None = await cur.fetchone()
+        return row
+
+
+READERS = 2
+
+
+@asynccontextmanager
+async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
+    """Open (creating and migrating as needed) the store at `path` for the duration of
+    the block. Raises StoreOpenError with a clear message if the file cannot be used."""
+    db_path = Path(path)
+    conns: list[aiosqlite.Connection] = []
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        writer_conn = await connect(db_path)
+        conns.append(writer_conn)
+        mode = await _fetchone(writer_conn, "PRAGMA journal_mode = WAL", ())
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise StoreOpenError(f"{db_path}: could not switch the database to WAL mode")
+        await migrate(writer_conn, MIGRATIONS)
+        for _ in range(READERS):
+            conns.append(await connect(db_path, readonly=True))
+    except (sqlite3.Error, OSError, StoreError) as exc:
+        for conn in conns:
+            await conn.close()
+        if isinstance(exc, StoreOpenError):
+            raise
+        raise StoreOpenError(f"cannot open the store at {db_path}: {exc}") from exc
+    writer = Writer(writer_conn)
+    store = SQLiteStore(db_path, writer, Readers(conns[1:]))
+    try:
+        async with asyncio.TaskGroup() as tg:
+            serving = tg.create_task(writer.serve())
+            try:
+                yield store
+            finally:
+                await writer.drain()
+                serving.cancel()
+    finally:
+        for conn in conns:
+            await conn.close()
