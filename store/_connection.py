@@ -49,14 +49,18 @@ Operation = Callable[[Tx], Awaitable[T]]
 
 async def connect(path: Path, *, readonly: bool = False) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(path, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    await conn.execute("PRAGMA foreign_keys = ON")
-    # WAL survives process crashes with synchronous=NORMAL; only power loss can drop the
-    # newest commits, which is outside what this server promises (durability.md).
-    await conn.execute("PRAGMA synchronous = NORMAL")
-    if readonly:
-        await conn.execute("PRAGMA query_only = ON")
+    try:
+        conn.row_factory = sqlite3.Row
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        # WAL survives process crashes with synchronous=NORMAL; only power loss can drop
+        # the newest commits, which is outside what this server promises (durability.md).
+        await conn.execute("PRAGMA synchronous = NORMAL")
+        if readonly:
+            await conn.execute("PRAGMA query_only = ON")
+    except BaseException:
+        await conn.close()  # its thread would keep the process alive
+        raise
     return conn
 
 

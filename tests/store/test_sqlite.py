@@ -1,0 +1,154 @@
+"""The SQLite store: migrations, start-up errors, group commit and fenced writes."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+from store import (
+    SCHEMA_VERSION,
+    Conflict,
+    EventRow,
+    Fence,
+    LeaseLost,
+    NewResponse,
+    SQLiteStore,
+    StoreOpenError,
+    open_store,
+)
+from store._connection import connect, migrate
+from store._schema import MIGRATIONS
+
+
+def new_response(response_id: str, *, owner: str | None = None) -> NewResponse:
+    return NewResponse(
+        id=response_id,
+        tenant="",
+        status="in_progress" if owner else "queued",
+        background=owner is None,
+        created_at=time.time(),
+        params="{}",
+        snapshot='{"status": "queued"}',
+        last_seq=-1,
+        lane=response_id,
+        conversation_id=None,
+        conversation_upto=None,
+        previous_response_id=None,
+        owner=owner,
+        lease_expires_at=None,
+    )
+
+
+def rows(*seqs: int) -> list[EventRow]:
+    return [EventRow(seq, "response.output_text.delta", f'{{"n":{seq}}}') for seq in seqs]
+
+
+async def test_a_store_of_an_older_schema_opens_and_migrates(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = await connect(path)
+    await migrate(conn, MIGRATIONS[:1])
+    await conn.execute(
+        "INSERT INTO responses (id, status, background, created_at, updated_at, params, snapshot,"
+        " last_seq, lane) VALUES ('resp_old', 'completed', 1, 0, 0, '{}', '{}', -1, 'resp_old')"
+    )
+    await conn.close()
+
+    async with open_store(path) as store:
+        record = await store.get_response("resp_old", "")
+        assert record is not None and record.status == "completed"
+    async with aiosqlite.connect(path) as check:
+        async with check.execute("SELECT max(version) FROM schema_version") as cur:
+            assert (await cur.fetchone()) == (SCHEMA_VERSION,)
+
+
+async def test_a_store_from_a_newer_server_is_refused_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    async with open_store(path):
+        pass
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION + 5,))
+
+    with pytest.raises(StoreOpenError, match="newer than this server"):
+        async with open_store(path):
+            pass
+
+
+@pytest.mark.parametrize(
+    "prepare",
+    [
+        pytest.param(lambda p: p.write_bytes(b"this is not a database" * 100), id="corrupt-file"),
+        pytest.param(lambda p: p.mkdir(), id="path-is-a-directory"),
+        pytest.param(lambda p: p.parent.joinpath("blocker").write_text("x"), id="parent-is-file"),
+    ],
+)
+async def test_an_unusable_database_file_gives_a_store_open_error(tmp_path: Path, prepare) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "db.sqlite"
+    prepare(path)
+    if (tmp_path / "blocker").exists():
+        path = tmp_path / "blocker" / "db.sqlite"
+
+    with pytest.raises(StoreOpenError, match=str(path.name)):
+        async with open_store(path):
+            pass
+
+
+@pytest.fixture
+async def store(tmp_path: Path):  # type: ignore[no-untyped-def]
+    async with open_store(tmp_path / "store.db") as opened:
+        yield opened
+
+
+async def test_concurrent_appends_share_commits_and_all_land(store: SQLiteStore) -> None:
+    await store.create_response(new_response("resp_a", owner="me"), [], [])
+    fence = Fence("me", 1)
+
+    await asyncio.gather(*(store.append_events("resp_a", fence, rows(i)) for i in range(200)))
+
+    events = await store.read_events("resp_a", -1, limit=1000)
+    assert [e.seq for e in events] == list(range(200))
+
+
+async def test_a_failing_write_in_a_batch_does_not_undo_its_neighbours(
+    store: SQLiteStore,
+) -> None:
+    await store.create_response(new_response("resp_b", owner="me"), [], [])
+    fence = Fence("me", 1)
+    await store.append_events("resp_b", fence, rows(0))
+
+    first = store.append_events("resp_b", fence, rows(1))
+    duplicate = store.append_events("resp_b", fence, rows(0))
+    third = store.append_events("resp_b", fence, rows(2))
+    results = await asyncio.gather(first, duplicate, third, return_exceptions=True)
+
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], Conflict)
+    assert [e.seq for e in await store.read_events("resp_b", -1)] == [0, 1, 2]
+
+
+async def test_writes_with_a_stale_epoch_are_refused(store: SQLiteStore) -> None:
+    await store.create_response(new_response("resp_c"), [], [])
+    first = await store.claim("resp_c", "one", lease_ttl=10)
+    assert first is not None and first.epoch == 1
+
+    with pytest.raises(LeaseLost):
+        await store.append_events("resp_c", Fence("one", 0), rows(0))
+    with pytest.raises(LeaseLost):
+        await store.save_snapshot(
+            "resp_c", Fence("other", 1), snapshot="{}", last_seq=0, status="completed"
+        )
+    assert await store.read_events("resp_c", -1) == []
+
+
+async def test_a_queued_response_is_claimed_by_exactly_one_owner(store: SQLiteStore) -> None:
+    await store.create_response(new_response("resp_d"), [], [])
+
+    claims = await asyncio.gather(*(store.claim("resp_d", f"owner{i}", 10) for i in range(5)))
+
+    winners = [c for c in claims if c is not None]
+    assert len(winners) == 1
+    assert winners[0].status == "in_progress"

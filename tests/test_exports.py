@@ -1,0 +1,59 @@
+"""The public surface of each package, pinned: a change here is an API change."""
+
+from __future__ import annotations
+
+import pytest
+
+import recovery
+import server
+import store
+
+PUBLIC = {
+    server: ["EmbeddedModel", "Settings", "create_app"],
+    recovery: [
+        "TERMINAL_EVENTS",
+        "Agent",
+        "FunctionCallDelta",
+        "Incomplete",
+        "InvalidRequest",
+        "Model",
+        "ModelError",
+        "ModelEvent",
+        "ModelRequest",
+        "NotFound",
+        "RecoveryError",
+        "ResponseStatus",
+        "Runtime",
+        "RuntimeSettings",
+        "TextDelta",
+        "TurnStopped",
+        "Usage",
+        "new_id",
+        "normalize_input",
+        "normalize_item",
+        "text_of",
+    ],
+    store: [
+        "SCHEMA_VERSION",
+        "TERMINAL",
+        "Conflict",
+        "ConversationRecord",
+        "EventRow",
+        "Fence",
+        "ItemRow",
+        "LeaseLost",
+        "NewResponse",
+        "ResponseRecord",
+        "SQLiteStore",
+        "StoreError",
+        "StoreOpenError",
+        "open_store",
+    ],
+}
+
+
+@pytest.mark.parametrize("package", list(PUBLIC), ids=lambda p: p.__name__)
+def test_public_names_are_exactly_the_documented_ones(package: object) -> None:
+    assert sorted(package.__all__) == sorted(PUBLIC[package])  # type: ignore[index, attr-defined]
+    for name in package.__all__:  # type: ignore[attr-defined]
+        assert getattr(package, name) is not None
