@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -143,6 +144,10 @@ class ConversationRef(_Strict):
     id: str
 
 
+class StreamOptions(_Strict):
+    include_obfuscation: bool | None = None
+
+
 class CreateResponse(_Strict):
     model: str
     input: str | list[Json] | None = None
@@ -155,7 +160,7 @@ class CreateResponse(_Strict):
     store: bool | None = None
     background: bool | None = None
     stream: bool | None = None
-    stream_options: Json | None = None
+    stream_options: StreamOptions | None = None
     metadata: Metadata | None = None
     max_output_tokens: Annotated[int, Field(ge=16)] | None = None
     max_tool_calls: Annotated[int, Field(ge=1)] | None = None
@@ -198,16 +203,29 @@ def parse_json(body: bytes) -> Json:
             code="invalid_json",
         )
     try:
-        value = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        value = json.loads(body, parse_constant=_reject_constant)
+        # A lone surrogate (a JSON "\\ud800" escape) parses, but can be neither stored
+        # nor sent back: refuse it here rather than fail in the store.
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except ValueError as exc:  # JSONDecodeError and UnicodeError are ValueErrors
         raise APIError(
             400,
             f"We could not parse the JSON body of your request. ({exc})",
             code="invalid_json",
         ) from None
+    except RecursionError:
+        raise APIError(
+            400,
+            "We could not parse the JSON body of your request. (It is nested too deeply.)",
+            code="invalid_json",
+        ) from None
     if not isinstance(value, dict):
         raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
     return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def validate(model: type[_Strict], value: Any, *, path: str = "") -> Json:
@@ -376,15 +394,37 @@ def _check_tool_choice(params: Json) -> None:
 # -- errors ---------------------------------------------------------------------------
 
 
+# Pydantic names each branch of a union in an error's location (`str`,
+# `list[dict[str,any]]`, `ConversationRef`, ...); these are not fields. Matched exactly,
+# never by prefix: `stream`, `store` and `strict` are fields that begin with `str`.
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "bytes"})
+_UNION_TAG_PREFIXES = ("list[", "dict[", "literal[", "function-", "json-or-python[", "tuple[")
+
+
+def _is_union_tag(part: str) -> bool:
+    return part in _UNION_TAGS or part.startswith(_UNION_TAG_PREFIXES) or part in _model_names()
+
+
+@cache
+def _model_names() -> frozenset[str]:
+    names: set[str] = set()
+    pending: list[type[_Strict]] = [_Strict]
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return frozenset(names)
+
+
+def _fields(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    return tuple(part for part in loc if isinstance(part, int) or not _is_union_tag(part))
+
+
 def _join(path: str, loc: tuple[int | str, ...]) -> str:
     out = path
-    for part in loc:
+    for part in _fields(loc):
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part.startswith(("function-", "list[", "dict[", "str", "int", "float", "bool")) or (
-            part.startswith("literal[") or part in ("none", "json-or-python[json=...]")
-        ):
-            continue  # a union branch, not a field
         else:
             out = f"{out}.{part}" if out else part
     return out
@@ -428,8 +468,11 @@ def _invalid_type(path: str, expected: str, value: Any) -> APIError:
 
 
 def _to_api_error(exc: ValidationError, path: str) -> APIError:
-    errors = exc.errors(include_url=False)
-    # Prefer the most specific error of a union: the one with the longest location.
+    every = exc.errors(include_url=False)
+    # Of a union's errors, report the most specific: those that reached deepest into the
+    # value (`input[0]` is not an object, rather than `input` is not a string).
+    depth = max(len(_fields(tuple(e["loc"]))) for e in every)
+    errors = [e for e in every if len(_fields(tuple(e["loc"]))) == depth]
     first = errors[0]
     param = _join(path, tuple(first["loc"]))
     kind = first["type"]
