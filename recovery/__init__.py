@@ -1,5 +1,6 @@
-"""The durable runtime of durable-responses: turns, steps, events, cancellation, and the
-public API for hosting an agent (`Agent`, and the model protocol)."""
+"""The durable runtime of durable-responses: turns, steps, the tool journal, events,
+cancellation and recovery, and the public API for hosting an agent (`Agent`, `tool`,
+`ToolContext`, and the model protocol)."""
 
 from ._agent import Agent
 from ._errors import InvalidRequest, ModelError, NotFound, RecoveryError, TurnStopped
@@ -16,6 +17,7 @@ from ._model import (
 )
 from ._runtime import Runtime, RuntimeSettings
 from ._status import TERMINAL_EVENTS, ResponseStatus
+from ._tools import Tool, ToolContext, tool
 
 __all__ = [
     "TERMINAL_EVENTS",
@@ -33,10 +35,13 @@ __all__ = [
     "Runtime",
     "RuntimeSettings",
     "TextDelta",
+    "Tool",
+    "ToolContext",
     "TurnStopped",
     "Usage",
     "new_id",
     "normalize_input",
     "normalize_item",
     "text_of",
+    "tool",
 ]

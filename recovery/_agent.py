@@ -1,11 +1,11 @@
-"""The agent a server hosts: a model, its instructions, and (later) its server tools."""
+"""The agent a server hosts: a model, its instructions, its server tools and budgets."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ._model import Model
+from ._tools import Tool
 
 
 @dataclass
@@ -19,6 +19,12 @@ class Agent:
 
     model: Model | None = None
     instructions: str | None = None
-    tools: list[Any] = field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)
     max_steps: int = 16
     max_tool_calls: int = 64
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"two server tools share a name: {', '.join(duplicates)}")

@@ -33,12 +33,23 @@ class NotFound(RecoveryError):
 
 
 class ModelError(RecoveryError):
-    """The model could not produce a step. `code` is a Responses `error.code`."""
+    """The model could not produce a step. `code` is a Responses `error.code`;
+    `retryable` failures (429, 5xx, connection errors, timeouts) are retried with backoff,
+    after `retry_after` seconds when the model said so."""
 
-    def __init__(self, message: str, *, code: str = "server_error") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "server_error",
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.retryable = retryable
+        self.retry_after = retry_after
 
 
 class TurnStopped(BaseException):

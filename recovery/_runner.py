@@ -1,8 +1,18 @@
 """The turn runner: the step loop that drives one response to a terminal status.
 
-One runner per running response, owned by the runtime's task group. It writes only
-through its fence (owner, epoch). A stop request (cancel) cuts a model stream at once
-and ends the turn at that safe point; a lost lease ends it without writing anything.
+One runner per running response, owned by the runtime's task group. A step is one model
+call plus the server tools it asked for:
+
+    model stream -> events          (committed before anyone sees them, for background)
+    step record                     (the step's calls, before any tool runs)
+    per call: claim -> body -> output (the journal; G3, G4)
+    checkpoint                      (snapshot + output items, at a tool-consistent boundary)
+
+A runner that starts on a response with committed progress resumes it: the snapshot and
+the events after it rebuild the output, a recorded step is never sent to the model
+again, and journaled calls follow G3/G4. It writes only through its fence (owner,
+epoch); a lost lease ends it without writing. A stop request (cancel) cuts a model
+stream at once and ends the turn at that safe point.
 """
 
 from __future__ import annotations
@@ -10,24 +20,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from store import Fence, ItemRow, LeaseLost, ResponseRecord
 
+from . import _failpoints as fp
 from ._agent import Agent
 from ._emitter import Emitter
 from ._errors import ModelError, TurnStopped
 from ._history import history_items
-from ._model import (
-    FunctionCallDelta,
-    Incomplete,
-    Model,
-    ModelRequest,
-    TextDelta,
-    Usage,
-)
+from ._journal import ToolOutcomeUnknown, ToolPhase
+from ._model import FunctionCallDelta, Incomplete, Model, ModelRequest, TextDelta, Usage
 from ._response import add_usage, usage_from_object, usage_object
+from ._restore import restore
 from ._sinks import Sink, encode
 from ._status import ResponseStatus
 
@@ -36,12 +43,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("recovery.runner")
 
+Item = dict[str, Any]
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     status: ResponseStatus
     error: dict[str, Any] | None = None
     incomplete_reason: str | None = None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class TurnRunner:
@@ -65,9 +78,14 @@ class TurnRunner:
         self._params: dict[str, Any] = json.loads(record.params)
         self._emitter = Emitter(json.loads(record.snapshot), record.last_seq + 1)
         self._usage: Usage | None = usage_from_object(self._emitter.response.get("usage"))
+        self._step = record.step
+        self._cut: set[str] = set()  # ids of items cut off in this turn: not history
         self._stop_reason: str | None = None
         self._model_task: asyncio.Task[Incomplete | None] | None = None
+        self.cancelled = asyncio.Event()  # tools see it as ToolContext.cancelled
         self.done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if record.cancel_requested:  # asked while no process drove it
+            self.request_stop("cancelled")
 
     @property
     def response_id(self) -> str:
@@ -77,67 +95,160 @@ class TurnRunner:
         """Stop at the next safe point; a model stream in flight is cut at once."""
         if self._stop_reason is None:
             self._stop_reason = reason
+        self.cancelled.set()
         if self._model_task is not None:
             self._model_task.cancel()
 
     # -- the loop -----------------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def run(self, *, fail: tuple[str, str] | None = None) -> None:
+        """Drive the turn to its end; with `fail` (code, message), only close what a
+        previous run left open and end `failed` with that error."""
         try:
-            outcome = await self._run_steps()
-            await self._finish(outcome)
+            if fail is not None:
+                await self._start()
+                outcome = Outcome(
+                    ResponseStatus.FAILED, error={"code": fail[0], "message": fail[1]}
+                )
+            else:
+                outcome = await self._run_steps()
         except TurnStopped as stop:
             if stop.reason == "lease_lost":
-                log.warning("response %s: lease lost, stopping without writing", self.response_id)
-                self._resolve()
-                return
-            await self._finish(Outcome(ResponseStatus.CANCELLED), close_status="incomplete")
+                return self._lost()
+            outcome = Outcome(ResponseStatus.CANCELLED)
         except LeaseLost:
-            log.warning("response %s: lease lost, stopping without writing", self.response_id)
-            self._resolve()
+            return self._lost()
+        except ToolOutcomeUnknown as unknown:
+            for output in unknown.outputs:  # the calls that did finish stay recorded
+                self._sink.emit(self._emitter.add_item(output))
+            outcome = Outcome(
+                ResponseStatus.FAILED,
+                error={"code": "tool_outcome_unknown", "message": str(unknown)},
+            )
         except ModelError as exc:
-            await self._finish(
-                Outcome(ResponseStatus.FAILED, error={"code": exc.code, "message": exc.message}),
-                close_status="incomplete",
+            outcome = Outcome(
+                ResponseStatus.FAILED, error={"code": exc.code, "message": exc.message}
             )
         except asyncio.CancelledError:
             self._resolve()
             raise
         except Exception:
             log.exception("response %s: the turn failed", self.response_id)
-            await self._finish(
-                Outcome(
-                    ResponseStatus.FAILED,
-                    error={
-                        "code": "server_error",
-                        "message": "The server failed to run this turn.",
-                    },
-                ),
-                close_status="incomplete",
+            outcome = Outcome(
+                ResponseStatus.FAILED,
+                error={"code": "server_error", "message": "The server failed to run this turn."},
             )
+        await self._finish(outcome)
 
     async def _run_steps(self) -> Outcome:
-        emitter = self._emitter
-        if emitter.response["status"] == ResponseStatus.QUEUED:
-            emitter.set_status(ResponseStatus.IN_PROGRESS)
-        if self._record.last_seq < 0:  # foreground: nothing was emitted at create
-            self._sink.emit([emitter.lifecycle("response.created")])
-        self._sink.emit([emitter.lifecycle("response.in_progress")])
+        await self._start()
         history = await self._history()
-        self._check_stop()
-        request = self._model_request(history + history_items(emitter.output))
-        incomplete = await self._step(request)
-        self._check_stop()
-        if incomplete is not None:
-            return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason=incomplete.reason)
-        return Outcome(ResponseStatus.COMPLETED)
+        phase = ToolPhase(self)
+        budget = self._budgets()
+        while True:
+            step_items = await self._recorded_step()
+            if step_items is None:
+                self._check_stop()
+                if self._step >= budget.steps:
+                    return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_steps")
+                first = len(self._emitter.output)
+                incomplete = await self._model_step(history)
+                step_items = self._emitter.output[first:]
+                calls = [i for i in step_items if i["type"] == "function_call"]
+                server_calls = [c for c in calls if c["name"] in phase.tools]
+                if incomplete is not None and not server_calls:
+                    return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason=incomplete.reason)
+                if not server_calls:
+                    return Outcome(ResponseStatus.COMPLETED)
+                await self._store.record_step(
+                    self.response_id, self._fence, self._step, _dumps(calls)
+                )
+                fp.failpoint(fp.STEP_RECORDED)
+            else:
+                calls = step_items
+                server_calls = [c for c in calls if c["name"] in phase.tools]
+            outputs = await phase.run(server_calls, budget.tool_calls)
+            await self._checkpoint(outputs)
+            fp.failpoint(fp.CHECKPOINT)
+            if phase.over_budget:
+                return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_tool_calls")
+            self._check_stop()
+            if len(calls) > len(server_calls):
+                return Outcome(ResponseStatus.COMPLETED)  # a client tool call ends the turn
 
-    async def _step(self, request: ModelRequest) -> Incomplete | None:
+    async def _start(self) -> None:
+        """Emit the opening lifecycle events, or rebuild the state of a resumed run."""
+        emitter, sink = self._emitter, self._sink
+        if self._record.last_seq < 0:  # foreground: nothing was emitted at create
+            emitter.set_status(ResponseStatus.IN_PROGRESS)
+            sink.emit([emitter.lifecycle("response.created")])
+            sink.emit([emitter.lifecycle("response.in_progress")])
+            return
+        committed = await self._store.read_events(self.response_id, self._record.last_seq, 100_000)
+        closing, self._cut = restore(emitter, committed)
+        emitter.set_status(ResponseStatus.IN_PROGRESS)
+        if emitter.next_seq == 2:  # only created + queued so far: this is the first run
+            sink.emit([emitter.lifecycle("response.in_progress")])
+        sink.emit(closing)
+
+    async def _recorded_step(self) -> list[Item] | None:
+        recorded = await self._store.get_step(self.response_id, self._step)
+        return json.loads(recorded) if recorded is not None else None
+
+    def _check_stop(self) -> None:
+        if self._stop_reason is not None:
+            raise TurnStopped(self._stop_reason)
+
+    # -- model calls --------------------------------------------------------------------
+
+    async def _model_step(self, history: list[Item]) -> Incomplete | None:
+        """One model call, retried on retryable failures (G6: tools are not re-run)."""
+        policy = self._runtime.settings
+        attempt = 0
+        while True:
+            output = [
+                item
+                for item in history_items(self._emitter.output)
+                if item.get("id") not in self._cut
+            ]
+            request = self._model_request(history + output)
+            try:
+                return await self._stream_model(request)
+            except ModelError as exc:
+                self._cut |= self._close_cut_items()
+                attempt += 1
+                if not exc.retryable or attempt > policy.model_retries:
+                    raise
+                delay = exc.retry_after
+                if delay is None:
+                    delay = min(
+                        policy.retry_max_delay, policy.retry_base_delay * 2 ** (attempt - 1)
+                    )
+                    delay *= random.uniform(0.5, 1.0)
+                log.warning(
+                    "response %s: model call failed (%s); retry %d in %.2fs",
+                    self.response_id,
+                    exc.message,
+                    attempt,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                self._check_stop()
+
+    def _close_cut_items(self) -> set[str]:
+        open_before = {
+            item["id"] for item in self._emitter.output if item["status"] == "in_progress"
+        }
+        self._sink.emit(self._emitter.close_open("incomplete"))
+        return open_before
+
+    async def _stream_model(self, request: ModelRequest) -> Incomplete | None:
         """Stream one model call into events; the stream is cut if a stop is requested."""
         async with asyncio.TaskGroup() as tg:
             self._model_task = tg.create_task(self._consume(request))
         task, self._model_task = self._model_task, None
         if task.cancelled():
+            self._close_cut_items()
             raise TurnStopped(self._stop_reason or "cancelled")
         return task.result()
 
@@ -153,33 +264,19 @@ class TurnRunner:
                 self._usage = add_usage(self._usage, event)
             else:
                 incomplete = event
+            fp.failpoint(fp.MODEL_STREAM)
         sink.emit(emitter.close_open())
         return incomplete
 
-    def _check_stop(self) -> None:
-        if self._stop_reason is not None:
-            raise TurnStopped(self._stop_reason)
-
-    # -- history ------------------------------------------------------------------------
-
-    async def _history(self) -> list[dict[str, Any]]:
-        record = self._record
-        history = await self._runtime.history(
-            tenant=record.tenant,
-            previous_response_id=record.previous_response_id,
-            conversation_id=record.conversation_id,
-            conversation_upto=record.conversation_upto,
-        )
-        own: list[dict[str, Any]] = self._params["input"]
-        return history + own
-
-    def _model_request(self, items: list[dict[str, Any]]) -> ModelRequest:
+    def _model_request(self, items: list[Item]) -> ModelRequest:
         params = self._params
+        declared = [t for t in params.get("tools") or [] if t.get("type") == "function"]
+        server = [tool.definition() for tool in self._agent.tools]
         return ModelRequest(
             model=params.get("model") or self._model.name,
             instructions=params.get("instructions") or self._agent.instructions,
             input=items,
-            tools=[t for t in params.get("tools") or [] if t.get("type") == "function"],
+            tools=server + declared,
             tool_choice=params.get("tool_choice") or "auto",
             parallel_tool_calls=params.get("parallel_tool_calls", True) is not False,
             temperature=params.get("temperature"),
@@ -187,11 +284,57 @@ class TurnRunner:
             max_output_tokens=params.get("max_output_tokens"),
         )
 
+    async def _history(self) -> list[Item]:
+        record = self._record
+        history = await self._runtime.history(
+            tenant=record.tenant,
+            previous_response_id=record.previous_response_id,
+            conversation_id=record.conversation_id,
+            conversation_upto=record.conversation_upto,
+        )
+        own: list[Item] = self._params["input"]
+        return history + own
+
+    # -- budgets and checkpoints --------------------------------------------------------
+
+    @dataclass(frozen=True, slots=True)
+    class Budgets:
+        steps: int
+        tool_calls: int
+
+    def _budgets(self) -> TurnRunner.Budgets:
+        requested = self._params.get("max_tool_calls")
+        tool_calls = self._agent.max_tool_calls
+        if requested is not None:
+            tool_calls = min(tool_calls, requested)
+        return TurnRunner.Budgets(steps=self._agent.max_steps, tool_calls=tool_calls)
+
+    async def _checkpoint(self, outputs: list[Item]) -> None:
+        """Add the step's tool outputs and commit a checkpoint that covers them (G5, G7)."""
+        emitter, sink = self._emitter, self._sink
+        events = []
+        for output in outputs:
+            events += emitter.add_item(output)
+        self._step += 1
+        emitter.response["usage"] = usage_object(self._usage) if self._usage else None
+        await sink.flush()
+        await self._store.save_snapshot(
+            self.response_id,
+            self._fence,
+            status=ResponseStatus.IN_PROGRESS,
+            snapshot=_dumps(emitter.response),
+            last_seq=emitter.next_seq - 1,
+            events=[encode(e) for e in events] if sink.durable else (),
+            step=self._step,
+        )
+        if not sink.durable:
+            sink.emit(events)
+
     # -- the end ------------------------------------------------------------------------
 
-    async def _finish(self, outcome: Outcome, *, close_status: str = "completed") -> None:
+    async def _finish(self, outcome: Outcome) -> None:
         emitter, sink = self._emitter, self._sink
-        sink.emit(emitter.close_open(close_status))
+        sink.emit(emitter.close_open("incomplete"))
         terminal = emitter.finish(
             outcome.status,
             error=outcome.error,
@@ -205,16 +348,15 @@ class TurnRunner:
                 self.response_id,
                 self._fence,
                 status=outcome.status,
-                snapshot=json.dumps(emitter.response, separators=(",", ":"), ensure_ascii=False),
+                snapshot=_dumps(emitter.response),
                 last_seq=terminal["sequence_number"],
                 events=[encode(terminal)] if sink.durable else (),
                 terminal=True,
                 conversation_items=self._conversation_items() if keeps_history else (),
             )
         except LeaseLost:
-            log.warning("response %s: lease lost before the end was written", self.response_id)
-            self._resolve()
-            return
+            return self._lost()
+        fp.failpoint(fp.TERMINAL)
         if not sink.durable:
             sink.emit([terminal])
         self._resolve()
@@ -223,8 +365,26 @@ class TurnRunner:
         if not self._record.conversation_id:
             return []
         items = [*self._params["input"], *history_items(self._emitter.output)]
-        return [ItemRow(item["id"], json.dumps(item, separators=(",", ":"))) for item in items]
+        return [ItemRow(item["id"], _dumps(item)) for item in items]
+
+    def _lost(self) -> None:
+        log.warning("response %s: lease lost, stopping without writing", self.response_id)
+        self._resolve()
 
     def _resolve(self) -> None:
         if not self.done.done():
             self.done.set_result(self._emitter.response)
+
+    # -- what the tool phase needs ------------------------------------------------------
+
+    @property
+    def agent(self) -> Agent:
+        return self._agent
+
+    @property
+    def fence(self) -> Fence:
+        return self._fence
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._runtime

@@ -15,10 +15,11 @@ import time
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from store import EventRow, Fence, ItemRow, NewResponse, ResponseRecord, SQLiteStore
+from store import EventRow, Fence, ItemRow, NewResponse, ResponseRecord, SQLiteStore, StoreError
 
+from . import _failpoints as fp
 from ._agent import Agent
 from ._broker import Broker
 from ._emitter import Emitter
@@ -39,6 +40,13 @@ class RuntimeSettings:
     lease_ttl: float = 10.0  # seconds a lease lasts without renewal
     poll_interval: float = 0.25  # how often a live stream re-reads the log without a wake-up
     cancel_wait: float = 10.0  # how long cancel waits for a running turn to stop
+    model_retries: int = 4  # retries of a failed model call (429, 5xx, resets, timeouts)
+    retry_base_delay: float = 0.5  # first backoff; doubles per retry, with jitter
+    retry_max_delay: float = 8.0
+    ambiguous_calls: Literal["fail", "report"] = "fail"  # G4: fail closed, or tell the model
+    max_recoveries: int = 3  # G1: recoveries of one response before it fails for good
+    scan_interval: float = 1.0  # seconds between recovery scans
+    heartbeat_interval: float = 1.0  # seconds between lease renewals and cancel checks
 
 
 def _dumps(value: Any) -> str:
@@ -63,17 +71,85 @@ class Runtime:
         self._runners: dict[str, TurnRunner] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._tg: asyncio.TaskGroup | None = None
+        self.ready = asyncio.Event()  # set when the first recovery scan is done
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
+        """Run the runtime's background work (recovery scans, heartbeats, runners) for the
+        duration of the block; serving does not wait for the first scan."""
         async with asyncio.TaskGroup() as tg:
             self._tg = tg
+            self._spawn(self._scan_forever())
+            self._spawn(self._heartbeat_forever())
             try:
                 yield self
             finally:
                 self._tg = None
                 for task in list(self._tasks):
                     task.cancel()
+
+    # -- recovery -----------------------------------------------------------------------
+
+    async def _scan_forever(self) -> None:
+        while True:
+            try:
+                await self.scan()
+            except StoreError as exc:
+                log.warning("recovery scan failed: %s", exc)
+            self.ready.set()
+            await asyncio.sleep(self.settings.scan_interval)
+
+    async def scan(self) -> int:
+        """Start every unfinished response nobody holds; return how many were found."""
+        orphans = await self.store.orphans()
+        for response_id, status in orphans:
+            if response_id in self._runners:
+                continue
+            if status == ResponseStatus.QUEUED:
+                self._spawn(self._claim_and_run(response_id))
+            else:
+                self._spawn(self._recover(response_id))
+        return len(orphans)
+
+    async def _recover(self, response_id: str) -> None:
+        record = await self.store.recover(response_id, self.owner, self.settings.lease_ttl)
+        if record is None:
+            return
+        fence = Fence(self.owner, record.epoch)
+        if not record.background:
+            # Nobody waits for a foreground response any more: it is not run again.
+            runner = self._runner(record, MemorySink(keep=False), fence)
+            failure = "The server restarted before this response finished."
+            await self._drive(runner, fail=("server_error", failure))
+            return
+        runner = self._runner(record, DurableSink(self.store, record.id, fence), fence)
+        if record.recoveries > self.settings.max_recoveries:
+            failure = (
+                f"The response was recovered {record.recoveries - 1} times and the server "
+                "stopped each time; it will not be run again."
+            )
+            await self._drive(runner, fail=("recovery_exhausted", failure))
+            return
+        log.info("recovering response %s (recovery %d)", record.id, record.recoveries)
+        await self._drive(runner)
+
+    async def _heartbeat_forever(self) -> None:
+        """Renew this process's leases and bring in cancel requests made elsewhere."""
+        interval = self.settings.heartbeat_interval
+        renew_every = max(self.settings.lease_ttl / 3, interval)
+        last_renewal = 0.0
+        while True:
+            await asyncio.sleep(interval)
+            if not self._runners:
+                continue
+            try:
+                if time.monotonic() - last_renewal >= renew_every:
+                    await self.store.renew_leases(self.owner, self.settings.lease_ttl)
+                    last_renewal = time.monotonic()
+                for response_id in await self.store.cancel_requests(self.owner):
+                    self.stop_local(response_id)
+            except StoreError as exc:
+                log.warning("heartbeat failed: %s", exc)
 
     # -- create -------------------------------------------------------------------------
 
@@ -104,6 +180,15 @@ class Runtime:
             history = loads_all(await self.store.conversation_history(conversation_id, None))
             conversation_upto = None
         check_tool_pairing(history, params["input"])
+        server_tools = {t.name for t in self.agent.tools}
+        for index, declared in enumerate(params.get("tools") or []):
+            if declared.get("name") in server_tools:
+                raise InvalidRequest(
+                    f"Tool '{declared['name']}' is provided by the server; do not declare it "
+                    "in 'tools'.",
+                    param=f"tools[{index}].name",
+                    code="invalid_value",
+                )
 
         response_id = new_id("resp")
         created_at = time.time()
@@ -132,7 +217,9 @@ class Runtime:
             lease_expires_at=None if background else created_at + self.settings.lease_ttl,
         )
         items = [ItemRow(item["id"], _dumps(item)) for item in params["input"]]
-        return await self.store.create_response(new, items, events)
+        record = await self.store.create_response(new, items, events)
+        fp.failpoint(fp.ACCEPTED)
+        return record
 
     async def history(
         self,
@@ -192,9 +279,9 @@ class Runtime:
         self._runners[record.id] = runner
         return runner
 
-    async def _drive(self, runner: TurnRunner) -> None:
+    async def _drive(self, runner: TurnRunner, *, fail: tuple[str, str] | None = None) -> None:
         try:
-            await runner.run()
+            await runner.run(fail=fail)
         finally:
             self._runners.pop(runner.response_id, None)
 

@@ -4,5 +4,6 @@ speaks the OpenAI Responses API; `python -m server` runs it with Hypercorn."""
 from ._app import create_app
 from ._embedded_model import EmbeddedModel
 from ._settings import Settings
+from ._upstream import UpstreamModel
 
-__all__ = ["EmbeddedModel", "Settings", "create_app"]
+__all__ = ["EmbeddedModel", "Settings", "UpstreamModel", "create_app"]

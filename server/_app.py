@@ -22,10 +22,34 @@ from ._embedded_model import EmbeddedModel
 from ._errors import EXCEPTION_HANDLERS
 from ._middleware import RequestIdMiddleware
 from ._settings import Settings
+from ._upstream import UpstreamModel
 
 
 def default_model(settings: Settings) -> Model:
+    """The upstream model when one is configured, else the embedded one."""
+    if settings.upstream_base_url:
+        key = settings.upstream_api_key
+        return UpstreamModel(
+            settings.upstream_base_url,
+            api_key=key.get_secret_value() if key else None,
+            model=settings.upstream_model,
+            timeout=settings.upstream_timeout,
+        )
     return EmbeddedModel(words=settings.embedded_words, delay_ms=settings.embedded_delay_ms)
+
+
+def runtime_settings(settings: Settings) -> RuntimeSettings:
+    return RuntimeSettings(
+        lease_ttl=settings.lease_ttl,
+        poll_interval=settings.poll_interval,
+        cancel_wait=settings.cancel_wait,
+        model_retries=settings.model_retries,
+        retry_base_delay=settings.retry_base_delay,
+        retry_max_delay=settings.retry_max_delay,
+        ambiguous_calls=settings.ambiguous_calls,
+        max_recoveries=settings.max_recoveries,
+        scan_interval=settings.scan_interval,
+    )
 
 
 async def healthz(request: Request) -> Response:
@@ -33,8 +57,11 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
+    """Ready when the store answers and the first recovery scan is done."""
     ctx = context(request)
     await ctx.runtime.store.ping()
+    if not ctx.runtime.ready.is_set():
+        return JSONResponse({"status": "starting"}, status_code=503)
     return JSONResponse({"status": "ready"})
 
 
@@ -56,19 +83,16 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_store(config.db) as store:
-            runtime = Runtime(
-                store,
-                hosted,
-                fallback,
-                RuntimeSettings(
-                    lease_ttl=config.lease_ttl,
-                    poll_interval=config.poll_interval,
-                    cancel_wait=config.cancel_wait,
-                ),
-            )
-            async with runtime.running():
-                app.state.context = AppContext(runtime=runtime, settings=config)
-                yield
+            runtime = Runtime(store, hosted, fallback, runtime_settings(config))
+            try:
+                async with runtime.running():
+                    app.state.context = AppContext(runtime=runtime, settings=config)
+                    yield
+            finally:
+                for model in {id(m): m for m in (hosted.model, fallback) if m}.values():
+                    close = getattr(model, "aclose", None)
+                    if close is not None:
+                        await close()
 
     api: list[BaseRoute] = [*_responses_routes.ROUTES, *_conversations_routes.ROUTES]
     routes: list[BaseRoute] = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -41,7 +41,32 @@ class Settings(BaseSettings):
         0.0, ge=0, le=60_000, description="pause between the embedded model's deltas"
     )
 
+    upstream_base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible Chat Completions endpoint (e.g. http://localhost:8001/v1);"
+        " unset: the embedded model",
+    )
+    upstream_api_key: SecretStr | None = Field(None, description="API key for the upstream")
+    upstream_model: str | None = Field(
+        None, description="upstream model name; unset: the request's model passes through"
+    )
+    upstream_timeout: float = Field(60.0, gt=0, description="seconds an upstream read may take")
+    model_retries: int = Field(
+        4, ge=0, description="retries of a failed model call (429, 5xx, resets, timeouts)"
+    )
+    retry_base_delay: float = Field(0.5, ge=0, description="first retry backoff, in seconds")
+    retry_max_delay: float = Field(8.0, ge=0, description="longest retry backoff, in seconds")
+    ambiguous_calls: Literal["fail", "report"] = Field(
+        "fail",
+        description="a non-idempotent tool call interrupted by a crash: fail the response"
+        " (tool_outcome_unknown) or report the unknown outcome to the model",
+    )
+
     lease_ttl: float = Field(10.0, gt=0, description="seconds a runner's lease lasts")
+    max_recoveries: int = Field(
+        3, ge=0, description="recoveries of one response before it fails (recovery_exhausted)"
+    )
+    scan_interval: float = Field(1.0, gt=0, description="seconds between recovery scans")
     poll_interval: float = Field(
         0.25, gt=0, description="seconds between event-log polls of a live stream"
     )

@@ -4,7 +4,15 @@ Nothing here knows about HTTP or agents. All SQL of the project lives in this pa
 """
 
 from ._errors import Conflict, LeaseLost, StoreError, StoreOpenError
-from ._records import ConversationRecord, EventRow, Fence, ItemRow, NewResponse, ResponseRecord
+from ._records import (
+    ConversationRecord,
+    EventRow,
+    Fence,
+    ItemRow,
+    JournalEntry,
+    NewResponse,
+    ResponseRecord,
+)
 from ._schema import SCHEMA_VERSION
 from ._sqlite import TERMINAL, SQLiteStore, open_store
 
@@ -16,6 +24,7 @@ __all__ = [
     "EventRow",
     "Fence",
     "ItemRow",
+    "JournalEntry",
     "LeaseLost",
     "NewResponse",
     "ResponseRecord",

@@ -64,6 +64,20 @@ class ResponseRecord:
     lease_expires_at: float | None
     cancel_requested: bool
     recoveries: int
+    step: int  # steps whose results the snapshot includes
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One server tool call (durability.md, journal entry)."""
+
+    call_id: str
+    tool: str
+    arguments: str
+    idempotency_key: str
+    state: str  # claimed | completed | errored
+    output: str | None
+    attempts: int
 
 
 @dataclass(frozen=True, slots=True)

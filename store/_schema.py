@@ -67,6 +67,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: step records and the tool journal (durability.md: step record, journal entry).
     """
+    ALTER TABLE responses ADD COLUMN step INTEGER NOT NULL DEFAULT 0;  -- steps checkpointed
     CREATE TABLE steps (
         response_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
         step INTEGER NOT NULL,

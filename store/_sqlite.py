@@ -13,12 +13,13 @@ from typing import Any, Literal, TypeVar
 import aiosqlite
 
 from ._connection import Readers, Tx, Writer, connect, migrate
-from ._errors import LeaseLost, StoreError, StoreOpenError, translate_sqlite_errors
+from ._errors import Conflict, LeaseLost, StoreError, StoreOpenError, translate_sqlite_errors
 from ._records import (
     ConversationRecord,
     EventRow,
     Fence,
     ItemRow,
+    JournalEntry,
     NewResponse,
     ResponseRecord,
 )
@@ -32,8 +33,9 @@ _TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'incomplete')"
 _RESPONSE_COLUMNS = (
     "id, tenant, status, background, created_at, params, snapshot, last_seq, lane, "
     "conversation_id, conversation_upto, previous_response_id, owner, epoch, "
-    "lease_expires_at, cancel_requested, recoveries"
+    "lease_expires_at, cancel_requested, recoveries, step"
 )
+_JOURNAL_COLUMNS = "call_id, tool, arguments, idempotency_key, state, output, attempts"
 
 CommitListener = Callable[[str, int], None]
 
@@ -57,6 +59,19 @@ def _response(row: sqlite3.Row) -> ResponseRecord:
         lease_expires_at=row["lease_expires_at"],
         cancel_requested=bool(row["cancel_requested"]),
         recoveries=row["recoveries"],
+        step=row["step"],
+    )
+
+
+def _entry(row: sqlite3.Row) -> JournalEntry:
+    return JournalEntry(
+        call_id=row["call_id"],
+        tool=row["tool"],
+        arguments=row["arguments"],
+        idempotency_key=row["idempotency_key"],
+        state=row["state"],
+        output=row["output"],
+        attempts=row["attempts"],
     )
 
 
@@ -159,6 +174,73 @@ class SQLiteStore:
 
         return await self._write("claim response", op)
 
+    async def recover(
+        self, response_id: str, owner: str, lease_ttl: float
+    ) -> ResponseRecord | None:
+        """Take over a response whose lease is free or expired, counting one recovery;
+        None if it is terminal or another process holds it now."""
+
+        async def op(tx: Tx) -> ResponseRecord | None:
+            now = time.time()
+            row = await _fetchone(
+                tx.conn,
+                "UPDATE responses SET status = 'in_progress', owner = ?, epoch = epoch + 1,"
+                " lease_expires_at = ?, updated_at = ?,"
+                # A lease released by a graceful shutdown is a hand-over, not a crash.
+                " recoveries = recoveries + (CASE WHEN owner IS NULL THEN 0 ELSE 1 END),"
+                " snapshot = json_set(snapshot, '$.status', 'in_progress')"
+                " WHERE id = ? AND status = 'in_progress'"
+                " AND (owner IS NULL OR lease_expires_at < ?)"
+                f" RETURNING {_RESPONSE_COLUMNS}",
+                (owner, now + lease_ttl, now, response_id, now),
+            )
+            return _response(row) if row else None
+
+        return await self._write("recover response", op)
+
+    async def orphans(self, limit: int = 500) -> list[tuple[str, str]]:
+        """(id, status) of unfinished responses nobody holds: queued and unclaimed, or
+        in progress with an expired lease. Oldest first."""
+        rows = await self._readers.fetchall(
+            "SELECT id, status FROM responses WHERE status IN ('queued', 'in_progress')"
+            " AND (owner IS NULL OR lease_expires_at < ?) ORDER BY created_at LIMIT ?",
+            (time.time(), limit),
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    async def renew_leases(self, owner: str, lease_ttl: float) -> None:
+        """Extend every lease `owner` holds (one heartbeat for the whole process)."""
+
+        async def op(tx: Tx) -> None:
+            await tx.conn.execute(
+                "UPDATE responses SET lease_expires_at = ?"
+                " WHERE owner = ? AND status = 'in_progress'",
+                (time.time() + lease_ttl, owner),
+            )
+
+        await self._write("renew leases", op)
+
+    async def release_leases(self, owner: str) -> None:
+        """Give up `owner`'s leases now, so another process resumes without waiting."""
+
+        async def op(tx: Tx) -> None:
+            await tx.conn.execute(
+                "UPDATE responses SET owner = NULL, lease_expires_at = NULL"
+                " WHERE owner = ? AND status = 'in_progress'",
+                (owner,),
+            )
+
+        await self._write("release leases", op)
+
+    async def cancel_requests(self, owner: str) -> list[str]:
+        """Ids of responses `owner` drives that a client asked to cancel."""
+        rows = await self._readers.fetchall(
+            "SELECT id FROM responses WHERE owner = ? AND cancel_requested = 1"
+            " AND status = 'in_progress'",
+            (owner,),
+        )
+        return [r[0] for r in rows]
+
     def append_events(
         self, response_id: str, fence: Fence, events: Sequence[EventRow]
     ) -> asyncio.Future[None]:
@@ -180,6 +262,7 @@ class SQLiteStore:
         events: Sequence[EventRow] = (),
         terminal: bool = False,
         status: str,
+        step: int | None = None,
         conversation_items: Sequence[ItemRow] = (),
     ) -> None:
         """Commit a checkpoint (or, with `terminal`, the final state and release the lease).
@@ -192,9 +275,18 @@ class SQLiteStore:
             release = ", owner = NULL, lease_expires_at = NULL" if terminal else ""
             cur = await tx.conn.execute(
                 "UPDATE responses SET status = ?, snapshot = ?, last_seq = ?,"
-                f" updated_at = ?{release}"
+                f" step = coalesce(?, step), updated_at = ?{release}"
                 f" WHERE id = ? AND owner = ? AND epoch = ? AND status NOT IN {_TERMINAL_SQL}",
-                (status, snapshot, last_seq, time.time(), response_id, fence.owner, fence.epoch),
+                (
+                    status,
+                    snapshot,
+                    last_seq,
+                    step,
+                    time.time(),
+                    response_id,
+                    fence.owner,
+                    fence.epoch,
+                ),
             )
             if cur.rowcount != 1:
                 raise LeaseLost(f"response {response_id} is no longer held by {fence}")
@@ -309,6 +401,92 @@ class SQLiteStore:
         for row in item_rows:
             items[row[0]].append(row[1])
         return [(r, items[r.id]) for r in records]
+
+    # -- step records and the tool journal ----------------------------------------------
+
+    async def record_step(self, response_id: str, fence: Fence, step: int, items: str) -> None:
+        """Commit a step's model output (its function calls) before any tool of it runs."""
+
+        async def op(tx: Tx) -> None:
+            await self._check_fence(tx, response_id, fence)
+            await tx.conn.execute(
+                "INSERT INTO steps (response_id, step, items) VALUES (?, ?, ?)",
+                (response_id, step, items),
+            )
+
+        await self._write("record step", op)
+
+    async def get_step(self, response_id: str, step: int) -> str | None:
+        row = await self._readers.fetchone(
+            "SELECT items FROM steps WHERE response_id = ? AND step = ?", (response_id, step)
+        )
+        return str(row[0]) if row else None
+
+    async def journal(self, response_id: str) -> list[JournalEntry]:
+        rows = await self._readers.fetchall(
+            f"SELECT {_JOURNAL_COLUMNS} FROM journal WHERE response_id = ? ORDER BY created_at",
+            (response_id,),
+        )
+        return [_entry(r) for r in rows]
+
+    async def claim_call(
+        self,
+        response_id: str,
+        fence: Fence,
+        *,
+        call_id: str,
+        tool: str,
+        arguments: str,
+        idempotency_key: str,
+        state: str = "claimed",
+        output: str | None = None,
+    ) -> None:
+        """Write a call's journal entry: `claimed` before its body starts, or directly
+        `errored` for a call that will not run. Conflict if the call is journaled already."""
+
+        async def op(tx: Tx) -> None:
+            await self._check_fence(tx, response_id, fence)
+            now = time.time()
+            await tx.conn.execute(
+                "INSERT INTO journal (response_id, call_id, tool, arguments, idempotency_key,"
+                " state, output, attempts, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                (response_id, call_id, tool, arguments, idempotency_key, state, output, now, now),
+            )
+
+        await self._write("claim call", op)
+
+    async def reclaim_call(self, response_id: str, fence: Fence, call_id: str) -> None:
+        """Count one more attempt of an ambiguous call that is safe to run again."""
+
+        async def op(tx: Tx) -> None:
+            await self._check_fence(tx, response_id, fence)
+            cur = await tx.conn.execute(
+                "UPDATE journal SET attempts = attempts + 1, updated_at = ?"
+                " WHERE response_id = ? AND call_id = ? AND state = 'claimed'",
+                (time.time(), response_id, call_id),
+            )
+            if cur.rowcount != 1:
+                raise Conflict(f"call {call_id} of {response_id} is not claimed")
+
+        await self._write("reclaim call", op)
+
+    async def finish_call(
+        self, response_id: str, fence: Fence, call_id: str, *, state: str, output: str
+    ) -> None:
+        """Record a claimed call's output (`completed` or `errored`); it never runs again."""
+
+        async def op(tx: Tx) -> None:
+            await self._check_fence(tx, response_id, fence)
+            cur = await tx.conn.execute(
+                "UPDATE journal SET state = ?, output = ?, updated_at = ?"
+                " WHERE response_id = ? AND call_id = ? AND state = 'claimed'",
+                (state, output, time.time(), response_id, call_id),
+            )
+            if cur.rowcount != 1:
+                raise Conflict(f"call {call_id} of {response_id} is not claimed")
+
+        await self._write("finish call", op)
 
     # -- conversations ----------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import server
 import store
 
 PUBLIC = {
-    server: ["EmbeddedModel", "Settings", "create_app"],
+    server: ["EmbeddedModel", "Settings", "UpstreamModel", "create_app"],
     recovery: [
         "TERMINAL_EVENTS",
         "Agent",
@@ -26,12 +26,15 @@ PUBLIC = {
         "Runtime",
         "RuntimeSettings",
         "TextDelta",
+        "Tool",
+        "ToolContext",
         "TurnStopped",
         "Usage",
         "new_id",
         "normalize_input",
         "normalize_item",
         "text_of",
+        "tool",
     ],
     store: [
         "SCHEMA_VERSION",
@@ -41,6 +44,7 @@ PUBLIC = {
         "EventRow",
         "Fence",
         "ItemRow",
+        "JournalEntry",
         "LeaseLost",
         "NewResponse",
         "ResponseRecord",

@@ -1,0 +1,53 @@
+"""Named crash points (durability.md), in the style of fail-rs: inert unless the
+environment variable DURABLE_RESPONSES_FAILPOINT names one, as `name` or `name:N`; then
+the process exits at once (`os._exit`, no clean-up) the Nth time it reaches that point.
+Each point is used at exactly one call site."""
+
+from __future__ import annotations
+
+import os
+
+ACCEPTED = "accepted"  # create committed, run not started
+MODEL_STREAM = "model_stream"  # in the middle of a model stream, after some events
+STEP_RECORDED = "step_recorded"  # step record committed, no tool claimed yet
+TOOL_CLAIMED = "tool_claimed"  # journal claim committed, tool body not started
+TOOL_EFFECT = "tool_effect"  # tool body returned (effect done), result not recorded
+TOOL_RECORDED = "tool_recorded"  # tool result committed, checkpoint not yet written
+CHECKPOINT = "checkpoint"  # checkpoint committed, next model call not started
+TERMINAL = "terminal"  # terminal status committed, last events not yet delivered
+
+ALL = (
+    ACCEPTED,
+    MODEL_STREAM,
+    STEP_RECORDED,
+    TOOL_CLAIMED,
+    TOOL_EFFECT,
+    TOOL_RECORDED,
+    CHECKPOINT,
+    TERMINAL,
+)
+
+ENV = "DURABLE_RESPONSES_FAILPOINT"
+EXIT_CODE = 86  # distinguishable from a signal or an error exit in crash tests
+
+
+def _armed() -> tuple[str | None, int]:
+    name, _, count = os.environ.get(ENV, "").partition(":")
+    if not name:
+        return None, 0
+    if name not in ALL:
+        raise ValueError(f"{ENV}={name!r} names no failpoint; known: {', '.join(ALL)}")
+    return name, int(count or 1)
+
+
+_name, _remaining = _armed()
+
+
+def failpoint(name: str) -> None:
+    """Exit the process here if this point is armed (and its count is reached)."""
+    global _remaining
+    if name != _name:
+        return
+    _remaining -= 1
+    if _remaining <= 0:
+        os._exit(EXIT_CODE)

@@ -1,0 +1,71 @@
+"""Rebuilding a runner's view of a response from its last checkpoint and the events
+committed after it (G7): items a crash cut off are closed `incomplete`, and the closing
+events continue the sequence numbers after the last committed event."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from store import EventRow
+
+from ._emitter import Emitter, Event
+
+
+def restore(emitter: Emitter, rows: Sequence[EventRow]) -> tuple[list[Event], set[str]]:
+    """Apply committed events after the checkpoint to `emitter`; return the events that
+    close whatever was left open, and the ids of the items so cut off."""
+    output = emitter.output
+    texts: dict[str, list[str]] = {}
+    parts: set[str] = set()
+    arguments: dict[str, list[str]] = {}
+    open_items: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        event = json.loads(row.data)
+        kind = event["type"]
+        emitter.next_seq = event["sequence_number"] + 1
+        if kind == "response.output_item.added":
+            index, item = event["output_index"], event["item"]
+            while len(output) <= index:
+                output.append({})
+            output[index] = item
+            open_items[index] = item
+        elif kind == "response.output_item.done":
+            output[event["output_index"]] = event["item"]
+            open_items.pop(event["output_index"], None)
+        elif kind == "response.content_part.added":
+            parts.add(event["item_id"])
+        elif kind == "response.output_text.delta":
+            texts.setdefault(event["item_id"], []).append(event["delta"])
+        elif kind == "response.function_call_arguments.delta":
+            arguments.setdefault(event["item_id"], []).append(event["delta"])
+        elif kind in ("response.in_progress", "response.created", "response.queued"):
+            emitter.response["status"] = event["response"]["status"]
+    closing: list[Event] = []
+    for index, item in sorted(open_items.items()):
+        item = dict(item, status="incomplete")
+        if item["type"] == "message":
+            text = "".join(texts.get(item["id"], []))
+            common = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            if item["id"] in parts:
+                part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+                closing.append(
+                    emitter._event("response.output_text.done", **common, text=text, logprobs=[])
+                )
+                closing.append(emitter._event("response.content_part.done", **common, part=part))
+                item["content"] = [part]
+        elif item["type"] == "function_call":
+            item["arguments"] = "".join(arguments.get(item["id"], []))
+            closing.append(
+                emitter._event(
+                    "response.function_call_arguments.done",
+                    item_id=item["id"],
+                    output_index=index,
+                    arguments=item["arguments"],
+                    name=item["name"],
+                )
+            )
+        output[index] = item
+        closing.append(emitter._event("response.output_item.done", output_index=index, item=item))
+    return closing, {output[i]["id"] for i in open_items}

@@ -1,0 +1,250 @@
+"""An OpenAI-compatible Chat Completions client (vLLM, llama.cpp, Ollama, LM Studio,
+OpenAI, Azure OpenAI), streaming, as a `recovery.Model`.
+
+It maps Responses items to chat messages and the streamed chunks back to model events.
+Failures become `recovery.ModelError`: 429, 5xx, connection errors and timeouts are
+`retryable` (with the upstream's `Retry-After`), and the runtime retries them with
+backoff; nothing here retries by itself, so there is one retry budget per step.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from recovery import (
+    FunctionCallDelta,
+    Incomplete,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    Usage,
+)
+
+Item = dict[str, Any]
+
+
+class UpstreamModel:
+    """Streams steps from `{base_url}/chat/completions`. `model` pins the upstream model
+    name; without it the request's `model` passes through."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout: float = 60.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.name = model or "upstream"
+        self._pinned = model
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        body = chat_request(request, self._pinned)
+        try:
+            async with self._client.stream("POST", "/chat/completions", json=body) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise _status_error(response)
+                async for event in _chunks_to_events(response):
+                    yield event
+        except httpx.TimeoutException as exc:
+            raise ModelError(
+                f"The upstream model timed out ({type(exc).__name__}).", retryable=True
+            ) from exc
+        except httpx.TransportError as exc:
+            raise ModelError(
+                f"The upstream model could not be reached ({type(exc).__name__}: {exc}).",
+                retryable=True,
+            ) from exc
+
+
+def chat_request(request: ModelRequest, pinned: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": pinned or request.model,
+        "messages": chat_messages(request.instructions, request.input),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool["name"],
+                    "description": tool.get("description") or "",
+                    "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+                },
+            }
+            for tool in request.tools
+        ]
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+        body["parallel_tool_calls"] = request.parallel_tool_calls
+    for key, value in (
+        ("temperature", request.temperature),
+        ("top_p", request.top_p),
+        ("max_tokens", request.max_output_tokens),
+    ):
+        if value is not None:
+            body[key] = value
+    return body
+
+
+def _tool_choice(choice: Any) -> Any:
+    if isinstance(choice, dict):
+        if choice.get("type") == "function":
+            return {"type": "function", "function": {"name": choice["name"]}}
+        if choice.get("type") == "allowed_tools":
+            return "required" if choice.get("mode") == "required" else "auto"
+    return choice
+
+
+def chat_messages(instructions: str | None, items: list[Item]) -> list[dict[str, Any]]:
+    """Responses input items as chat messages; consecutive function calls become one
+    assistant message with several `tool_calls`."""
+    messages: list[dict[str, Any]] = []
+    if instructions:
+        messages.append({"role": "system", "content": instructions})
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = "system" if item["role"] == "developer" else item["role"]
+            messages.append({"role": role, "content": _content(item["content"])})
+        elif kind == "function_call":
+            call = {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]},
+            }
+            last = messages[-1] if messages else None
+            if last and last["role"] == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item["output"]
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item["call_id"],
+                    "content": output if isinstance(output, str) else _content(output),
+                }
+            )
+    return messages
+
+
+def _content(content: Any) -> Any:
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        kind = part.get("type")
+        if kind in ("input_text", "output_text"):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "refusal":
+            parts.append({"type": "text", "text": part["refusal"]})
+        elif kind == "input_image" and part.get("image_url"):
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
+
+
+async def _chunks_to_events(response: httpx.Response) -> AsyncIterator[ModelEvent]:
+    calls: dict[int, tuple[str, str]] = {}  # tool call index -> (call id, name)
+    truncated = False
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            raise ModelError(f"The upstream model sent malformed output: {data[:200]!r}") from None
+        if not isinstance(chunk, dict):
+            raise ModelError(f"The upstream model sent malformed output: {data[:200]!r}")
+        if chunk.get("error"):
+            raise ModelError(f"The upstream model failed mid-stream: {chunk['error']}")
+        usage = chunk.get("usage")
+        if usage:
+            details = usage.get("prompt_tokens_details") or {}
+            yield Usage(
+                input_tokens=int(usage.get("prompt_tokens") or 0),
+                output_tokens=int(usage.get("completion_tokens") or 0),
+                cached_tokens=int(details.get("cached_tokens") or 0),
+            )
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                yield TextDelta(delta["content"])
+            for call in delta.get("tool_calls") or []:
+                index = int(call.get("index", 0))
+                function = call.get("function") or {}
+                if index not in calls:
+                    call_id = call.get("id") or f"call_{index}"
+                    name = function.get("name")
+                    if not name:
+                        raise ModelError("The upstream model sent a tool call without a name.")
+                    calls[index] = (call_id, name)
+                call_id, name = calls[index]
+                yield FunctionCallDelta(call_id, name, function.get("arguments") or "")
+            if choice.get("finish_reason") == "length":
+                truncated = True
+    if truncated:
+        yield Incomplete("max_output_tokens")
+
+
+def _status_error(response: httpx.Response) -> ModelError:
+    status = response.status_code
+    detail = response.text[:300]
+    message = f"The upstream model returned HTTP {status}: {detail}"
+    if status == 429:
+        return ModelError(
+            message,
+            code="rate_limit_exceeded",
+            retryable=True,
+            retry_after=retry_after(response.headers),
+        )
+    if status >= 500 or status == 408:
+        return ModelError(message, retryable=True, retry_after=retry_after(response.headers))
+    return ModelError(message, code="invalid_prompt" if status == 400 else "server_error")
+
+
+def retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
+    if "retry-after-ms" in headers:
+        try:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
