@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from recovery import normalize_input
+from recovery import ResponseStatus, normalize_input
 
 from ._context import context, read_body, tenant
 from ._errors import APIError
@@ -108,6 +108,15 @@ async def cancel_response(request: Request) -> Response:
     ctx = context(request)
     await read_body(request, ctx.settings.max_body_bytes)  # empty or ignored (SDK sends none)
     record = await ctx.runtime.cancel(request.path_params["response_id"], tenant(request))
+    status = ResponseStatus(record.status)
+    if status.is_terminal and status is not ResponseStatus.CANCELLED:
+        # The turn ended on its own before the cancel took effect: the cancel did not
+        # happen, so answer as for a response that had already ended (protocol.md 12),
+        # never 200 with a status other than cancelled.
+        article = "an" if status is ResponseStatus.INCOMPLETE else "a"
+        raise APIError(
+            400, f"Cannot cancel {article} {status.value} response.", param="response_id"
+        )
     return raw_json(record.snapshot)
 
 
