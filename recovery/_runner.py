@@ -91,6 +91,14 @@ class TurnRunner:
     def response_id(self) -> str:
         return self._record.id
 
+    @property
+    def lane(self) -> str:
+        return self._record.lane
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_reason is not None
+
     def request_stop(self, reason: str) -> None:
         """Stop at the next safe point; a model stream in flight is cut at once."""
         if self._stop_reason is None:

@@ -72,6 +72,7 @@ class Runtime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._tg: asyncio.TaskGroup | None = None
         self.ready = asyncio.Event()  # set when the first recovery scan is done
+        self._lane_freed: dict[str, asyncio.Event] = {}  # wakes foreground turns waiting
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
@@ -267,7 +268,7 @@ class Runtime:
         """Run a foreground turn; its events go to the returned sink (kept only if `stream`)."""
         sink = MemorySink(keep=stream)
         runner = self._runner(record, sink, Fence(self.owner, record.epoch))
-        self._spawn(self._drive(runner))
+        self._spawn(self._drive(runner, wait_for_lane=record.lane))
         return runner, sink
 
     def _runner(
@@ -279,11 +280,41 @@ class Runtime:
         self._runners[record.id] = runner
         return runner
 
-    async def _drive(self, runner: TurnRunner, *, fail: tuple[str, str] | None = None) -> None:
+    async def _drive(
+        self,
+        runner: TurnRunner,
+        *,
+        fail: tuple[str, str] | None = None,
+        wait_for_lane: str | None = None,
+    ) -> None:
+        lane = runner.lane
         try:
+            if wait_for_lane is not None:
+                await self._wait_for_lane(runner)
             await runner.run(fail=fail)
         finally:
             self._runners.pop(runner.response_id, None)
+            self._free_lane(lane)
+
+    async def _wait_for_lane(self, runner: TurnRunner) -> None:
+        """Hold a foreground turn until every earlier turn of its lane has ended (G10)."""
+        while not runner.stopping and not await self.store.is_lane_head(runner.response_id):
+            freed = self._lane_freed.setdefault(runner.lane, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(freed.wait(), self.settings.poll_interval * 4)
+
+    def _free_lane(self, lane: str) -> None:
+        """A turn of `lane` ended here: wake the turns waiting for it."""
+        freed = self._lane_freed.pop(lane, None)
+        if freed is not None:
+            freed.set()
+        if self._tg is not None:
+            self._spawn(self._start_next(lane))
+
+    async def _start_next(self, lane: str) -> None:
+        next_id = await self.store.next_in_lane(lane)
+        if next_id is not None and next_id not in self._runners:
+            await self._claim_and_run(next_id)
 
     async def wait(self, response_id: str) -> None:
         """Wait until this process's runner of the response has ended (if it has one)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
+from pydantic import ValidationError
 
 from recovery import Agent
 from store import StoreOpenError, open_store
@@ -83,7 +84,14 @@ async def run(settings: Settings) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    settings = Settings(_cli_parse_args=argv if argv is not None else sys.argv[1:])
+    try:
+        settings = Settings(_cli_parse_args=argv if argv is not None else sys.argv[1:])
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+        print(f"durable-responses: invalid settings: {problems}", file=sys.stderr)
+        raise SystemExit(2) from None
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -48,6 +48,9 @@ Operation = Callable[[Tx], Awaitable[T]]
 
 
 async def connect(path: Path, *, readonly: bool = False) -> aiosqlite.Connection:
+    if path.is_dir():
+        # Checked here: a failed aiosqlite.connect leaves a stop future nobody can await.
+        raise StoreOpenError(f"{path} is a directory, not a database file")
     conn = await aiosqlite.connect(path, isolation_level=None, check_same_thread=False)
     try:
         conn.row_factory = sqlite3.Row
@@ -69,7 +72,10 @@ class Writer:
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
-        self._queue: asyncio.Queue[tuple[Operation[Any], asyncio.Future[Any]]] = asyncio.Queue()
+        # None is the stop sentinel: everything queued before it is committed first.
+        self._queue: asyncio.Queue[tuple[Operation[Any], asyncio.Future[Any]] | None] = (
+            asyncio.Queue()
+        )
 
     def submit(self, op: Operation[T]) -> asyncio.Future[T]:
         """Queue an operation; the future resolves after its transaction commits."""
@@ -82,20 +88,26 @@ class Writer:
         return await asyncio.shield(self.submit(op))
 
     async def serve(self) -> None:
-        """Commit batches until cancelled. Runs as a task of the store's task group."""
+        """Commit batches until `stop`. Runs as a task of the store's task group."""
         while True:
-            batch = [await self._queue.get()]
+            first = await self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            stopping = False
             while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+                item = self._queue.get_nowait()
+                if item is None:
+                    stopping = True
+                    break
+                batch.append(item)
             await self._commit(batch)
+            if stopping:
+                return
 
-    async def drain(self) -> None:
-        """Commit whatever is queued now (used at close)."""
-        while not self._queue.empty():
-            batch: list[tuple[Operation[Any], asyncio.Future[Any]]] = []
-            while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            await self._commit(batch)
+    def stop(self) -> None:
+        """Let `serve` return once everything queued so far is committed."""
+        self._queue.put_nowait(None)
 
     async def _begin(self) -> None:
         for attempt in range(BEGIN_RETRIES):

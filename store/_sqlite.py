@@ -39,6 +39,12 @@ _JOURNAL_COLUMNS = "call_id, tool, arguments, idempotency_key, state, output, at
 
 CommitListener = Callable[[str, int], None]
 
+# A response may start only when no earlier unfinished response shares its lane (G10).
+_LANE_HEAD = (
+    " AND NOT EXISTS (SELECT 1 FROM responses AS earlier WHERE earlier.lane = responses.lane"
+    " AND earlier.rowid < responses.rowid AND earlier.status IN ('queued', 'in_progress'))"
+)
+
 
 def _response(row: sqlite3.Row) -> ResponseRecord:
     return ResponseRecord(
@@ -167,7 +173,8 @@ class SQLiteStore:
                 " conversation_upto = CASE WHEN conversation_id IS NULL THEN NULL"
                 "  ELSE coalesce(conversation_upto, (SELECT count(*) FROM conversation_items"
                 "   WHERE conversation_id = responses.conversation_id)) END"
-                f" WHERE id = ? AND status = 'queued' RETURNING {_RESPONSE_COLUMNS}",
+                f" WHERE id = ? AND status = 'queued' AND owner IS NULL{_LANE_HEAD}"
+                f" RETURNING {_RESPONSE_COLUMNS}",
                 (owner, time.time() + lease_ttl, time.time(), response_id),
             )
             return _response(row) if row else None
@@ -199,14 +206,32 @@ class SQLiteStore:
         return await self._write("recover response", op)
 
     async def orphans(self, limit: int = 500) -> list[tuple[str, str]]:
-        """(id, status) of unfinished responses nobody holds: queued and unclaimed, or
-        in progress with an expired lease. Oldest first."""
+        """(id, status) of unfinished responses nobody holds: queued ones at the head of
+        their lane, and running ones whose lease expired. Oldest first."""
         rows = await self._readers.fetchall(
-            "SELECT id, status FROM responses WHERE status IN ('queued', 'in_progress')"
-            " AND (owner IS NULL OR lease_expires_at < ?) ORDER BY created_at LIMIT ?",
+            "SELECT id, status FROM responses WHERE"
+            f" (status = 'queued' AND owner IS NULL{_LANE_HEAD})"
+            " OR (status = 'in_progress' AND (owner IS NULL OR lease_expires_at < ?))"
+            " ORDER BY rowid LIMIT ?",
             (time.time(), limit),
         )
         return [(r[0], r[1]) for r in rows]
+
+    async def is_lane_head(self, response_id: str) -> bool:
+        """True when no earlier unfinished response shares this response's lane."""
+        row = await self._readers.fetchone(
+            f"SELECT 1 FROM responses WHERE id = ?{_LANE_HEAD}", (response_id,)
+        )
+        return row is not None
+
+    async def next_in_lane(self, lane: str) -> str | None:
+        """The queued response that runs next in `lane`, if it may start now."""
+        row = await self._readers.fetchone(
+            "SELECT id FROM responses WHERE lane = ? AND status = 'queued' AND owner IS NULL"
+            f"{_LANE_HEAD} ORDER BY rowid LIMIT 1",
+            (lane,),
+        )
+        return str(row[0]) if row else None
 
     async def renew_leases(self, owner: str, lease_ttl: float) -> None:
         """Extend every lease `owner` holds (one heartbeat for the whole process)."""
@@ -724,12 +749,11 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
     store = SQLiteStore(db_path, writer, Readers(conns[1:]))
     try:
         async with asyncio.TaskGroup() as tg:
-            serving = tg.create_task(writer.serve())
+            tg.create_task(writer.serve())
             try:
                 yield store
             finally:
-                await writer.drain()
-                serving.cancel()
+                writer.stop()
     finally:
         for conn in conns:
             await conn.close()
