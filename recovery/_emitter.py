@@ -80,8 +80,7 @@ class Emitter:
         )
         if usage is not None:
             response["usage"] = usage
-        if status == "completed":
-            response["completed_at"] = int(time.time())
+        response["completed_at"] = int(time.time()) if status == "completed" else None
         type_ = {
             "completed": "response.completed",
             "incomplete": "response.incomplete",

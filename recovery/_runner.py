@@ -24,7 +24,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from store import Fence, ItemRow, LeaseLost, ResponseRecord
+from store import CancelRequested, Fence, ItemRow, LeaseLost, ResponseRecord
 
 from . import _failpoints as fp
 from ._agent import Agent
@@ -343,6 +343,22 @@ class TurnRunner:
     async def _finish(self, outcome: Outcome) -> None:
         emitter, sink = self._emitter, self._sink
         sink.emit(emitter.close_open("incomplete"))
+        try:
+            await sink.flush()
+            terminal = await self._save_terminal(outcome)
+        except CancelRequested:
+            # The cancel was recorded before this end could be: it wins (G9).
+            terminal = await self._save_terminal(Outcome(ResponseStatus.CANCELLED))
+        except LeaseLost:
+            return self._lost()
+        fp.failpoint(fp.TERMINAL)
+        if not sink.durable:
+            sink.emit([terminal])
+        self._resolve()
+
+    async def _save_terminal(self, outcome: Outcome) -> dict[str, Any]:
+        emitter = self._emitter
+        seq = emitter.next_seq
         terminal = emitter.finish(
             outcome.status,
             error=outcome.error,
@@ -351,23 +367,20 @@ class TurnRunner:
         )
         keeps_history = outcome.status in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE)
         try:
-            await sink.flush()
             await self._store.save_snapshot(
                 self.response_id,
                 self._fence,
                 status=outcome.status,
                 snapshot=_dumps(emitter.response),
                 last_seq=terminal["sequence_number"],
-                events=[encode(terminal)] if sink.durable else (),
+                events=[encode(terminal)] if self._sink.durable else (),
                 terminal=True,
                 conversation_items=self._conversation_items() if keeps_history else (),
             )
-        except LeaseLost:
-            return self._lost()
-        fp.failpoint(fp.TERMINAL)
-        if not sink.durable:
-            sink.emit([terminal])
-        self._resolve()
+        except CancelRequested:
+            emitter.next_seq = seq  # nothing of this end was committed
+            raise
+        return terminal
 
     def _conversation_items(self) -> list[ItemRow]:
         if not self._record.conversation_id:

@@ -379,8 +379,8 @@ class Runtime:
             )
         if status is ResponseStatus.QUEUED and await self._cancel_queued(record):
             return await self.get(response_id, tenant)
-        await self.store.request_cancel(response_id)
-        self.stop_local(response_id)
+        if await self.store.request_cancel(response_id):
+            self.stop_local(response_id)
         return await self._wait_terminal(response_id, tenant)
 
     async def _cancel_queued(self, record: ResponseRecord) -> bool:

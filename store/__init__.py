@@ -3,7 +3,7 @@
 Nothing here knows about HTTP or agents. All SQL of the project lives in this package.
 """
 
-from ._errors import Conflict, LeaseLost, StoreError, StoreOpenError
+from ._errors import CancelRequested, Conflict, LeaseLost, StoreError, StoreOpenError
 from ._records import (
     ConversationRecord,
     EventRow,
@@ -19,6 +19,7 @@ from ._sqlite import TERMINAL, SQLiteStore, open_store
 __all__ = [
     "SCHEMA_VERSION",
     "TERMINAL",
+    "CancelRequested",
     "Conflict",
     "ConversationRecord",
     "EventRow",

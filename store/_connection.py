@@ -48,7 +48,7 @@ Operation = Callable[[Tx], Awaitable[T]]
 
 
 async def connect(path: Path, *, readonly: bool = False) -> aiosqlite.Connection:
-    if path.is_dir():
+    if await asyncio.to_thread(path.is_dir):
         # Checked here: a failed aiosqlite.connect leaves a stop future nobody can await.
         raise StoreOpenError(f"{path} is a directory, not a database file")
     conn = await aiosqlite.connect(path, isolation_level=None, check_same_thread=False)

@@ -5,6 +5,7 @@
     +-- LeaseLost               a fenced write found another owner or epoch (BaseException-free:
                                 the runtime turns it into its own control-flow signal)
     +-- Conflict                a guarded transition matched no row (for example a duplicate key)
+    +-- CancelRequested         a turn tried to end otherwise after a cancel was recorded
 
 `translate_sqlite_errors` is the one place where `sqlite3` errors become ours.
 """
@@ -30,6 +31,10 @@ class LeaseLost(StoreError):
 
 class Conflict(StoreError):
     """A write collided with existing data (for example a reused id)."""
+
+
+class CancelRequested(StoreError):
+    """The client's cancel was recorded first: the turn must end `cancelled` (G9)."""
 
 
 @contextmanager

@@ -13,7 +13,14 @@ from typing import Any, Literal, TypeVar
 import aiosqlite
 
 from ._connection import Readers, Tx, Writer, connect, migrate
-from ._errors import Conflict, LeaseLost, StoreError, StoreOpenError, translate_sqlite_errors
+from ._errors import (
+    CancelRequested,
+    Conflict,
+    LeaseLost,
+    StoreError,
+    StoreOpenError,
+    translate_sqlite_errors,
+)
 from ._records import (
     ConversationRecord,
     EventRow,
@@ -315,6 +322,12 @@ class SQLiteStore:
             )
             if cur.rowcount != 1:
                 raise LeaseLost(f"response {response_id} is no longer held by {fence}")
+            if terminal and status != "cancelled":
+                row = await _fetchone(
+                    tx.conn, "SELECT cancel_requested FROM responses WHERE id = ?", (response_id,)
+                )
+                if row is not None and row[0]:
+                    raise CancelRequested(f"response {response_id} was cancelled first")
             await self._insert_events(tx, response_id, events)
             if conversation_items:
                 await self._append_conversation_items(tx, response_id, conversation_items)

@@ -39,6 +39,7 @@ PUBLIC = {
     store: [
         "SCHEMA_VERSION",
         "TERMINAL",
+        "CancelRequested",
         "Conflict",
         "ConversationRecord",
         "EventRow",
