@@ -136,8 +136,9 @@ class Runtime:
 
     async def _heartbeat_forever(self) -> None:
         """Renew this process's leases and bring in cancel requests made elsewhere."""
-        interval = self.settings.heartbeat_interval
-        renew_every = max(self.settings.lease_ttl / 3, interval)
+        ttl = self.settings.lease_ttl
+        interval = min(self.settings.heartbeat_interval, ttl / 4)
+        renew_every = ttl / 3
         last_renewal = 0.0
         while True:
             await asyncio.sleep(interval)

@@ -1,0 +1,214 @@
+"""The crash suite: for each named failpoint (durability.md), a real server process dies
+there, a new one starts on the same SQLite file, and the guarantees hold from outside:
+the response ends with the right status, side effects happened at most once (exactly
+once when completed), ambiguous calls fail closed (G4), the stored history is
+tool-consistent (G5), and full and partial replays are well formed (G7)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import StartServer
+from tests.support.server import ServerProcess
+from tests.support.side_effects import effects, runs_per_key
+from tests.support.stream_rules import check_stream, parse_sse
+
+EXIT_AT_FAILPOINT = 86
+TERMINAL = {"completed", "failed", "cancelled", "incomplete"}
+FAST = ("--lease-ttl", "2", "--scan-interval", "0.2")
+
+
+@dataclass
+class Crash:
+    point: str
+    prompt: str
+    status: str
+    tool: str
+    runs: int  # side-effect lines expected in the tool's log at the end
+    agent: str = "agent"
+    extra: tuple[str, ...] = ()
+
+
+CASES = [
+    pytest.param(
+        Crash("accepted", '[[call send_email {"to": "a"}]]', "completed", "send_email", 1),
+        id="accepted",
+    ),
+    pytest.param(
+        Crash("model_stream:3", "tell me a story [[words 12]]", "completed", "lookup", 0),
+        id="model_stream",
+    ),
+    pytest.param(
+        Crash("step_recorded", '[[call send_email {"to": "a"}]]', "completed", "send_email", 1),
+        id="step_recorded",
+    ),
+    pytest.param(
+        Crash("tool_claimed", '[[call send_email {"to": "a"}]]', "failed", "send_email", 0),
+        id="tool_claimed-at-most-once",
+    ),
+    pytest.param(
+        Crash("tool_effect", '[[call send_email {"to": "a"}]]', "failed", "send_email", 1),
+        id="tool_effect-at-most-once",
+    ),
+    pytest.param(
+        Crash("tool_effect", '[[call lookup {"city": "Rome"}]]', "completed", "lookup", 2),
+        id="tool_effect-idempotent",
+    ),
+    pytest.param(
+        Crash("tool_effect", '[[call charge {"amount": 5}]]', "completed", "charge", 1),
+        id="tool_effect-reconciled",
+    ),
+    pytest.param(
+        Crash(
+            "tool_effect",
+            '[[call send_email {"to": "a"}]]',
+            "completed",
+            "send_email",
+            1,
+            extra=("--ambiguous-calls", "report"),
+        ),
+        id="tool_effect-reported",
+    ),
+    pytest.param(
+        Crash("tool_recorded", '[[call send_email {"to": "a"}]]', "completed", "send_email", 1),
+        id="tool_recorded",
+    ),
+    pytest.param(
+        Crash(
+            "checkpoint",
+            '[[call send_email {"to": "a"}]] [[next]] [[call lookup {"city": "B"}]]',
+            "completed",
+            "send_email",
+            1,
+        ),
+        id="checkpoint",
+    ),
+    pytest.param(
+        Crash("terminal", '[[call send_email {"to": "a"}]]', "completed", "send_email", 1),
+        id="terminal",
+    ),
+    pytest.param(
+        Crash(
+            "checkpoint",
+            '[[call lookup {"city": "1"}]] [[next]] [[call lookup {"city": "2"}]] [[next]]'
+            ' [[call lookup {"city": "3"}]]',
+            "incomplete",
+            "lookup",
+            2,
+            agent="small_budget",
+        ),
+        id="budget-survives-a-resume",
+    ),
+]
+
+
+def wait_for_exit(server: ServerProcess, deadline: float = 30.0) -> int:
+    assert server.proc is not None
+    try:
+        return server.proc.wait(deadline)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the failpoint never fired:\n{server.log()}") from None
+
+
+def wait_terminal(http: httpx.Client, response_id: str, deadline: float = 30.0) -> dict[str, Any]:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        body: dict[str, Any] = http.get(f"/v1/responses/{response_id}").json()
+        if body["status"] in TERMINAL:
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"{response_id} is not terminal after {deadline}s: {body['status']}")
+
+
+def read_until_dropped(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """POST a streaming create and read whatever arrives before the server dies."""
+    text = ""
+    try:
+        with httpx.stream("POST", f"{url}/v1/responses", json=body, timeout=30) as response:
+            for chunk in response.iter_text():
+                text += chunk
+    except httpx.HTTPError:
+        pass
+    return parse_sse(text, allow_partial=True)
+
+
+def only_response_id(db: Path) -> str:
+    """The one response in the store (the client may have died before learning its id)."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT id FROM responses").fetchall()
+    assert len(rows) == 1, rows
+    return str(rows[0][0])
+
+
+def assert_tool_consistent(output: list[dict[str, Any]]) -> None:
+    calls = [i["call_id"] for i in output if i["type"] == "function_call"]
+    answers = [i["call_id"] for i in output if i["type"] == "function_call_output"]
+    assert len(answers) == len(set(answers)), "a call was answered twice"
+    for call_id in answers:
+        assert call_id in calls, f"output for unknown call {call_id}"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["polled", "streamed"])
+@pytest.mark.parametrize("case", CASES)
+def test_a_crash_at_each_failpoint_keeps_every_guarantee(
+    start_server: StartServer, tmp_path: Path, case: Crash, streamed: bool
+) -> None:
+    db = tmp_path / "crash.db"
+    folder = tmp_path / "effects"
+    env = {"SIDE_EFFECTS_DIR": str(folder)}
+    args = ("--agent", f"tests.agents.tool_agent:{case.agent}", *FAST, *case.extra)
+    doomed = start_server(*args, db=db, env={**env, "DURABLE_RESPONSES_FAILPOINT": case.point})
+    request = {"model": "m", "input": case.prompt, "background": True}
+
+    seen: list[dict[str, Any]] = []
+    if streamed:
+        seen = read_until_dropped(doomed.url, {**request, "stream": True})
+    else:
+        with contextlib.suppress(httpx.HTTPError):  # `accepted` dies before answering
+            httpx.post(f"{doomed.url}/v1/responses", json=request)
+    assert wait_for_exit(doomed) == EXIT_AT_FAILPOINT
+    response_id = only_response_id(db)
+
+    survivor = start_server(*args, db=db, env=env)
+    with httpx.Client(base_url=survivor.url, timeout=30) as http:
+        final = wait_terminal(http, response_id)
+        full = parse_sse(http.get(f"/v1/responses/{response_id}?stream=true").text)
+        if streamed and seen:  # a client resumes from the last event it saw
+            after = seen[-1]["sequence_number"]
+            rest = parse_sse(
+                http.get(f"/v1/responses/{response_id}?stream=true&starting_after={after}").text
+            )
+            check_stream(seen + rest)
+            assert seen + rest == full
+        middle = len(full) // 2
+        tail = parse_sse(
+            http.get(f"/v1/responses/{response_id}?stream=true&starting_after={middle}").text
+        )
+
+    assert final["status"] == case.status, json.dumps(final["error"])
+    check_stream(full)
+    check_stream(tail, starting_after=middle)
+    assert full[-1]["response"] == final
+    assert_tool_consistent(final["output"])
+    assert len(effects(folder, case.tool)) == case.runs
+    per_key = runs_per_key(folder, case.tool)
+    if case.runs == 2:  # an idempotent call ran again, with the same key
+        assert list(per_key.values()) == [2]
+    else:
+        assert all(n == 1 for n in per_key.values())
+    if case.status == "failed":
+        error = final["error"]
+        assert error["code"] == "tool_outcome_unknown"
+        call = next(i for i in final["output"] if i["type"] == "function_call")
+        assert case.tool in error["message"] and call["call_id"] in error["message"]
+        assert "idem_" in error["message"]
