@@ -7,7 +7,6 @@ import sqlite3
 import time
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
 from store import (
@@ -61,9 +60,10 @@ async def test_a_store_of_an_older_schema_opens_and_migrates(tmp_path: Path) -> 
     async with open_store(path) as store:
         record = await store.get_response("resp_old", "")
         assert record is not None and record.status == "completed"
-    async with aiosqlite.connect(path) as check:
-        async with check.execute("SELECT max(version) FROM schema_version") as cur:
-            assert (await cur.fetchone()) == (SCHEMA_VERSION,)
+    with sqlite3.connect(path) as check:
+        assert check.execute("SELECT max(version) FROM schema_version").fetchone() == (
+            SCHEMA_VERSION,
+        )
 
 
 async def test_a_store_from_a_newer_server_is_refused_clearly(tmp_path: Path) -> None:
