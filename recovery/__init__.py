@@ -18,6 +18,7 @@ from ._model import (
 from ._runtime import Runtime, RuntimeSettings
 from ._status import TERMINAL_EVENTS, ResponseStatus
 from ._tools import Tool, ToolContext, tool
+from ._workflow import StepFailed, Workflow, WorkflowContext, workflow
 
 __all__ = [
     "TERMINAL_EVENTS",
@@ -34,14 +35,18 @@ __all__ = [
     "ResponseStatus",
     "Runtime",
     "RuntimeSettings",
+    "StepFailed",
     "TextDelta",
     "Tool",
     "ToolContext",
     "TurnStopped",
     "Usage",
+    "Workflow",
+    "WorkflowContext",
     "new_id",
     "normalize_input",
     "normalize_item",
     "text_of",
     "tool",
+    "workflow",
 ]

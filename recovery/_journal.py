@@ -25,6 +25,7 @@ from ._ids import new_id
 from ._tools import Tool, ToolArgumentsError, ToolContext, tool_output
 
 if TYPE_CHECKING:
+    from ._agent import Agent
     from ._runner import TurnRunner
 
 log = logging.getLogger("recovery.tools")
@@ -58,11 +59,11 @@ class _Result:
 
 
 class ToolPhase:
-    def __init__(self, runner: TurnRunner) -> None:
+    def __init__(self, runner: TurnRunner, agent: Agent) -> None:
         self._runner = runner
         self._store = runner.runtime.store
         self._settings = runner.runtime.settings
-        self.tools: dict[str, Tool] = {t.name: t for t in runner.agent.tools}
+        self.tools: dict[str, Tool] = {t.name: t for t in agent.tools}
         self.over_budget = False
 
     async def run(self, calls: list[Item], max_tool_calls: int) -> list[Item]:

@@ -31,12 +31,14 @@ from ._agent import Agent
 from ._emitter import Emitter
 from ._errors import ModelError, TurnStopped
 from ._history import history_items
+from ._items import text_of
 from ._journal import ToolOutcomeUnknown, ToolPhase
 from ._model import FunctionCallDelta, Incomplete, Model, ModelRequest, TextDelta, Usage
 from ._response import add_usage, usage_from_object, usage_object
 from ._restore import restore
 from ._sinks import Sink, encode
 from ._status import ResponseStatus
+from ._workflow import StepFailed, Workflow, WorkflowContext, run_workflow
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
@@ -62,7 +64,7 @@ class TurnRunner:
         self,
         *,
         runtime: Runtime,
-        agent: Agent,
+        agent: Agent | Workflow,
         model: Model,
         record: ResponseRecord,
         fence: Fence,
@@ -118,8 +120,10 @@ class TurnRunner:
                 outcome = Outcome(
                     ResponseStatus.FAILED, error={"code": fail[0], "message": fail[1]}
                 )
+            elif isinstance(self._agent, Workflow):
+                outcome = await self._run_workflow(self._agent)
             else:
-                outcome = await self._run_steps()
+                outcome = await self._run_steps(self._agent)
         except TurnStopped as stop:
             if stop.reason == "lease_lost":
                 return self._lost()
@@ -137,6 +141,10 @@ class TurnRunner:
             outcome = Outcome(
                 ResponseStatus.FAILED, error={"code": exc.code, "message": exc.message}
             )
+        except StepFailed as exc:
+            outcome = Outcome(
+                ResponseStatus.FAILED, error={"code": "server_error", "message": str(exc)}
+            )
         except asyncio.CancelledError:
             self._resolve()
             raise
@@ -148,19 +156,27 @@ class TurnRunner:
             )
         await self._finish(outcome)
 
-    async def _run_steps(self) -> Outcome:
+    async def _run_workflow(self, handler: Workflow) -> Outcome:
+        await self._start()
+        own: list[Item] = self._params["input"]
+        users = [i for i in own if i.get("type") == "message" and i.get("role") == "user"]
+        ctx = WorkflowContext(self, own, text_of(users[-1]) if users else "")
+        await run_workflow(handler, ctx)
+        return Outcome(ResponseStatus.COMPLETED)
+
+    async def _run_steps(self, agent: Agent) -> Outcome:
         await self._start()
         history = await self._history()
-        phase = ToolPhase(self)
-        budget = self._budgets()
+        phase = ToolPhase(self, agent)
+        budget = self._budgets(agent)
         while True:
             step_items = await self._recorded_step()
             if step_items is None:
-                self._check_stop()
+                self.check_stop()
                 if self._step >= budget.steps:
                     return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_steps")
                 first = len(self._emitter.output)
-                incomplete = await self._model_step(history)
+                incomplete = await self._model_step(agent, history)
                 step_items = self._emitter.output[first:]
                 calls = [i for i in step_items if i["type"] == "function_call"]
                 server_calls = [c for c in calls if c["name"] in phase.tools]
@@ -180,7 +196,7 @@ class TurnRunner:
             fp.failpoint(fp.CHECKPOINT)
             if phase.over_budget:
                 return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_tool_calls")
-            self._check_stop()
+            self.check_stop()
             if len(calls) > len(server_calls):
                 return Outcome(ResponseStatus.COMPLETED)  # a client tool call ends the turn
 
@@ -203,13 +219,14 @@ class TurnRunner:
         recorded = await self._store.get_step(self.response_id, self._step)
         return json.loads(recorded) if recorded is not None else None
 
-    def _check_stop(self) -> None:
+    def check_stop(self) -> None:
+        """Raise TurnStopped if the turn was asked to stop."""
         if self._stop_reason is not None:
             raise TurnStopped(self._stop_reason)
 
     # -- model calls --------------------------------------------------------------------
 
-    async def _model_step(self, history: list[Item]) -> Incomplete | None:
+    async def _model_step(self, agent: Agent, history: list[Item]) -> Incomplete | None:
         """One model call, retried on retryable failures (G6: tools are not re-run)."""
         policy = self._runtime.settings
         attempt = 0
@@ -219,7 +236,7 @@ class TurnRunner:
                 for item in history_items(self._emitter.output)
                 if item.get("id") not in self._cut
             ]
-            request = self._model_request(history + output)
+            request = self._model_request(agent, history + output)
             try:
                 return await self._stream_model(request)
             except ModelError as exc:
@@ -241,7 +258,7 @@ class TurnRunner:
                     delay,
                 )
                 await asyncio.sleep(delay)
-                self._check_stop()
+                self.check_stop()
 
     def _close_cut_items(self) -> set[str]:
         open_before = {
@@ -276,13 +293,13 @@ class TurnRunner:
         sink.emit(emitter.close_open())
         return incomplete
 
-    def _model_request(self, items: list[Item]) -> ModelRequest:
+    def _model_request(self, agent: Agent, items: list[Item]) -> ModelRequest:
         params = self._params
         declared = [t for t in params.get("tools") or [] if t.get("type") == "function"]
-        server = [tool.definition() for tool in self._agent.tools]
+        server = [tool.definition() for tool in agent.tools]
         return ModelRequest(
             model=params.get("model") or self._model.name,
-            instructions=params.get("instructions") or self._agent.instructions,
+            instructions=params.get("instructions") or agent.instructions,
             input=items,
             tools=server + declared,
             tool_choice=params.get("tool_choice") or "auto",
@@ -310,20 +327,36 @@ class TurnRunner:
         steps: int
         tool_calls: int
 
-    def _budgets(self) -> TurnRunner.Budgets:
+    def _budgets(self, agent: Agent) -> TurnRunner.Budgets:
         requested = self._params.get("max_tool_calls")
-        tool_calls = self._agent.max_tool_calls
+        tool_calls = agent.max_tool_calls
         if requested is not None:
             tool_calls = min(tool_calls, requested)
-        return TurnRunner.Budgets(steps=self._agent.max_steps, tool_calls=tool_calls)
+        return TurnRunner.Budgets(steps=agent.max_steps, tool_calls=tool_calls)
 
     async def _checkpoint(self, outputs: list[Item]) -> None:
         """Add the step's tool outputs and commit a checkpoint that covers them (G5, G7)."""
-        emitter, sink = self._emitter, self._sink
         events = []
         for output in outputs:
-            events += emitter.add_item(output)
+            events += self._emitter.add_item(output)
         self._step += 1
+        await self._save_checkpoint(events)
+
+    async def add_items(self, items: list[Item], *, checkpoint: bool = False) -> None:
+        """Add finished items (those already in the output, as after a replay, are kept
+        as they are); with `checkpoint`, commit a checkpoint covering them."""
+        done = {i["id"] for i in self._emitter.output if i.get("status") == "completed"}
+        events = []
+        for item in items:
+            if item["id"] not in done:
+                events += self._emitter.add_item(item)
+        if checkpoint:
+            await self._save_checkpoint(events)
+        else:
+            self._sink.emit(events)
+
+    async def _save_checkpoint(self, events: list[dict[str, Any]]) -> None:
+        emitter, sink = self._emitter, self._sink
         emitter.response["usage"] = usage_object(self._usage) if self._usage else None
         await sink.flush()
         await self._store.save_snapshot(
@@ -397,10 +430,6 @@ class TurnRunner:
             self.done.set_result(self._emitter.response)
 
     # -- what the tool phase needs ------------------------------------------------------
-
-    @property
-    def agent(self) -> Agent:
-        return self._agent
 
     @property
     def fence(self) -> Fence:

@@ -31,6 +31,7 @@ from ._response import new_response
 from ._runner import TurnRunner
 from ._sinks import DurableSink, MemorySink, encode
 from ._status import TERMINAL_EVENTS, ResponseStatus
+from ._workflow import Workflow
 
 log = logging.getLogger("recovery.runtime")
 
@@ -57,13 +58,13 @@ class Runtime:
     def __init__(
         self,
         store: SQLiteStore,
-        agent: Agent,
+        agent: Agent | Workflow,
         model: Model,
         settings: RuntimeSettings | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
-        self.model = agent.model or model
+        self.model = (agent.model if isinstance(agent, Agent) else None) or model
         self.settings = settings or RuntimeSettings()
         self.owner = new_id("proc")
         self._broker = Broker()
@@ -182,7 +183,9 @@ class Runtime:
             history = loads_all(await self.store.conversation_history(conversation_id, None))
             conversation_upto = None
         check_tool_pairing(history, params["input"])
-        server_tools = {t.name for t in self.agent.tools}
+        server_tools = (
+            {t.name for t in self.agent.tools} if isinstance(self.agent, Agent) else set()
+        )
         for index, declared in enumerate(params.get("tools") or []):
             if declared.get("name") in server_tools:
                 raise InvalidRequest(

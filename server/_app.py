@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from recovery import Agent, Model, Runtime, RuntimeSettings
+from recovery import Agent, Model, Runtime, RuntimeSettings, Workflow
 from store import open_store
 
 from . import _conversations_routes, _responses_routes
@@ -66,12 +66,13 @@ async def readyz(request: Request) -> Response:
 
 
 def create_app(
-    agent: Agent | None = None,
+    agent: Agent | Workflow | None = None,
     *,
     settings: Settings | None = None,
     model: Model | None = None,
 ) -> Starlette:
-    """The ASGI app serving `agent` (the built-in agent when None).
+    """The ASGI app serving `agent`, an Agent or a durable Workflow (the built-in agent
+    when None).
 
     `settings` default to the environment (`DURABLE_RESPONSES_*`) and built-in defaults;
     `model` is used when the agent has none (default: the embedded model).
@@ -89,7 +90,8 @@ def create_app(
                     app.state.context = AppContext(runtime=runtime, settings=config)
                     yield
             finally:
-                for model in {id(m): m for m in (hosted.model, fallback) if m}.values():
+                own = hosted.model if isinstance(hosted, Agent) else None
+                for model in {id(m): m for m in (own, fallback) if m}.values():
                     close = getattr(model, "aclose", None)
                     if close is not None:
                         await close()

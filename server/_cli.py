@@ -13,7 +13,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from pydantic import ValidationError
 
-from recovery import Agent
+from recovery import Agent, Workflow
 from store import StoreOpenError, open_store
 
 from ._app import create_app, default_model
@@ -26,8 +26,8 @@ class StartupError(Exception):
     """A setting or file the server cannot start with; printed without a traceback."""
 
 
-def load_agent(spec: str) -> Agent:
-    """Import `module:attribute`; the attribute is an Agent or a callable returning one."""
+def load_agent(spec: str) -> Agent | Workflow:
+    """Import `module:attribute`: an Agent, a Workflow, or a callable returning either."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise StartupError(f"--agent must look like module:attribute, got {spec!r}")
@@ -39,10 +39,12 @@ def load_agent(spec: str) -> Agent:
         value: Any = getattr(module, attribute)
     except AttributeError:
         raise StartupError(f"module {module_name!r} has no attribute {attribute!r}") from None
-    if callable(value) and not isinstance(value, Agent):
+    if callable(value) and not isinstance(value, Agent | Workflow):
         value = value()
-    if not isinstance(value, Agent):
-        raise StartupError(f"{spec} is a {type(value).__name__}, not a recovery.Agent")
+    if not isinstance(value, Agent | Workflow):
+        raise StartupError(
+            f"{spec} is a {type(value).__name__}, not a recovery.Agent or recovery.Workflow"
+        )
     return value
 
 
@@ -70,7 +72,10 @@ async def run(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    model = (agent.model or default_model(settings)).name
+    if isinstance(agent, Workflow):
+        model = f"workflow {agent.name}"
+    else:
+        model = (agent.model or default_model(settings)).name
     log.info(
         "durable-responses listening on http://%s:%d (store: %s, model: %s, agent: %s)",
         settings.host,

@@ -1,0 +1,183 @@
+"""Durable workflow handlers: non-LLM turns whose steps are journaled once each.
+
+    @workflow
+    async def onboard(ctx: WorkflowContext) -> str:
+        user = await ctx.step("create_user", create_user, ctx.text)
+        await ctx.say(f"Created {user['id']}.")
+        await ctx.step("send_welcome", send_welcome, user["id"], idempotent=True)
+        return "Done."
+
+A handler may be re-executed from the top after a crash: every step that already
+completed returns its recorded result without running again, so the handler resumes at
+its first unfinished step. Steps run at most once unless marked `idempotent=True` (the
+same rule as server tools, G3/G4). Each step appears in the response as a
+`function_call` (the step) and a `function_call_output` (its JSON result); `say` adds an
+assistant message; a returned value (if not None) becomes the final message.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._journal import ToolOutcomeUnknown, idempotency_key
+from ._tools import tool_output
+
+if TYPE_CHECKING:
+    from ._runner import TurnRunner
+
+T = TypeVar("T")
+
+Handler = Callable[["WorkflowContext"], Awaitable[Any]]
+
+_current_key: contextvars.ContextVar[str] = contextvars.ContextVar("step_idempotency_key")
+
+
+class StepFailed(Exception):
+    """A step raised: recorded as `errored`, and raised again on every replay."""
+
+
+class Workflow:
+    """A durable handler, hosted like an Agent (`--agent module:attribute`)."""
+
+    def __init__(self, fn: Handler, *, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+
+
+def workflow(fn: Handler) -> Workflow:
+    """Make a durable workflow handler of an async function taking a WorkflowContext."""
+    return Workflow(fn)
+
+
+def _stable_id(prefix: str, response_id: str, key: str) -> str:
+    return f"{prefix}_{hashlib.sha256(f'{response_id}/{key}'.encode()).hexdigest()[:40]}"
+
+
+class WorkflowContext:
+    """What a handler sees: the turn's input, durable steps, and messages."""
+
+    def __init__(self, runner: TurnRunner, input_items: list[dict[str, Any]], text: str) -> None:
+        self._runner = runner
+        self.response_id = runner.response_id
+        self.input = input_items
+        self.text = text
+        self._ordinal = 0
+        self._said = 0
+        self._journal: dict[str, Any] = {}
+
+    @property
+    def idempotency_key(self) -> str:
+        """The key of the step running now (stable across retries and recoveries)."""
+        return _current_key.get()
+
+    async def _load(self) -> None:
+        entries = await self._runner.runtime.store.journal(self.response_id)
+        self._journal = {e.call_id: e for e in entries}
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[T] | T],
+        *args: Any,
+        idempotent: bool = False,
+        **kwargs: Any,
+    ) -> T:
+        """Run `fn(*args, **kwargs)` once as the step `name`, or return its recorded result."""
+        runner, store = self._runner, self._runner.runtime.store
+        runner.check_stop()
+        self._ordinal += 1
+        call_id = f"step_{self._ordinal}_{name}"[:64]
+        key = idempotency_key(self.response_id, call_id)
+        arguments = json.dumps({"args": args, "kwargs": kwargs}, default=str)
+        await runner.add_items(
+            [
+                {
+                    "type": "function_call",
+                    "id": _stable_id("fc", self.response_id, call_id),
+                    "call_id": call_id,
+                    "name": name,
+                    "arguments": arguments,
+                    "status": "completed",
+                }
+            ]
+        )
+        entry = self._journal.get(call_id)
+        if entry is not None and entry.state == "completed":
+            await self._record_output(call_id, entry.output)
+            result: T = json.loads(entry.output)
+            return result
+        if entry is not None and entry.state == "errored":
+            await self._record_output(call_id, entry.output)
+            raise StepFailed(entry.output)
+        if entry is None:
+            await store.claim_call(
+                self.response_id,
+                runner.fence,
+                call_id=call_id,
+                tool=name,
+                arguments=arguments,
+                idempotency_key=key,
+            )
+        elif idempotent:
+            await store.reclaim_call(self.response_id, runner.fence, call_id)
+        else:
+            raise ToolOutcomeUnknown(name, call_id, key, [])
+        token = _current_key.set(key)
+        try:
+            value = fn(*args, **kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+            state, output = "completed", json.dumps(value, default=str)
+        except Exception as exc:
+            state, output = "errored", f"Error: step '{name}' failed: {type(exc).__name__}: {exc}"
+            value = None
+        finally:
+            _current_key.reset(token)
+        await store.finish_call(self.response_id, runner.fence, call_id, state=state, output=output)
+        await self._record_output(call_id, output)
+        if state == "errored":
+            raise StepFailed(output)
+        return value  # type: ignore[return-value]
+
+    async def say(self, text: str) -> None:
+        """Add an assistant message to the response (once, even across replays)."""
+        self._said += 1
+        await self._runner.add_items(
+            [
+                {
+                    "type": "message",
+                    "id": _stable_id("msg", self.response_id, f"say_{self._said}"),
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [
+                        {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+                    ],
+                }
+            ]
+        )
+
+    async def _record_output(self, call_id: str, output: str) -> None:
+        await self._runner.add_items(
+            [
+                {
+                    "type": "function_call_output",
+                    "id": _stable_id("fco", self.response_id, call_id),
+                    "call_id": call_id,
+                    "output": output,
+                    "status": "completed",
+                }
+            ],
+            checkpoint=True,
+        )
+
+
+async def run_workflow(handler: Workflow, ctx: WorkflowContext) -> None:
+    await ctx._load()
+    result = await handler.fn(ctx)
+    if result is not None:
+        await ctx.say(tool_output(result))
