@@ -3,7 +3,14 @@ cancellation and recovery, and the public API for hosting an agent (`Agent`, `to
 `ToolContext`, and the model protocol)."""
 
 from ._agent import Agent
-from ._errors import InvalidRequest, ModelError, NotFound, RecoveryError, TurnStopped
+from ._errors import (
+    InvalidRequest,
+    ModelError,
+    NotFound,
+    RecoveryError,
+    TurnStopped,
+    Unavailable,
+)
 from ._ids import new_id
 from ._items import normalize_input, normalize_item, text_of
 from ._model import (
@@ -40,6 +47,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "TurnStopped",
+    "Unavailable",
     "Usage",
     "Workflow",
     "WorkflowContext",

@@ -32,6 +32,12 @@ class NotFound(RecoveryError):
         self.message = message
 
 
+class Unavailable(RecoveryError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class ModelError(RecoveryError):
     """The model could not produce a step. `code` is a Responses `error.code`;
     `retryable` failures (429, 5xx, connection errors, timeouts) are retried with backoff,

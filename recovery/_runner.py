@@ -83,6 +83,7 @@ class TurnRunner:
         self._step = record.step
         self._cut: set[str] = set()  # ids of items cut off in this turn: not history
         self._stop_reason: str | None = None
+        self._draining = False
         self._model_task: asyncio.Task[Incomplete | None] | None = None
         self.cancelled = asyncio.Event()  # tools see it as ToolContext.cancelled
         self.done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -100,6 +101,11 @@ class TurnRunner:
     @property
     def stopping(self) -> bool:
         return self._stop_reason is not None
+
+    def request_drain(self) -> None:
+        """Stop at the next step boundary without ending the turn (graceful shutdown):
+        the current step finishes and is checkpointed; another process resumes the turn."""
+        self._draining = True
 
     def request_stop(self, reason: str) -> None:
         """Stop at the next safe point; a model stream in flight is cut at once."""
@@ -127,6 +133,10 @@ class TurnRunner:
         except TurnStopped as stop:
             if stop.reason == "lease_lost":
                 return self._lost()
+            if stop.reason == "shutdown":
+                await self._sink.flush()
+                log.info("response %s: paused at a step boundary for shutdown", self.response_id)
+                return self._resolve()
             outcome = Outcome(ResponseStatus.CANCELLED)
         except LeaseLost:
             return self._lost()
@@ -223,6 +233,8 @@ class TurnRunner:
         """Raise TurnStopped if the turn was asked to stop."""
         if self._stop_reason is not None:
             raise TurnStopped(self._stop_reason)
+        if self._draining:
+            raise TurnStopped("shutdown")
 
     # -- model calls --------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from . import _failpoints as fp
 from ._agent import Agent
 from ._broker import Broker
 from ._emitter import Emitter
-from ._errors import InvalidRequest, NotFound
+from ._errors import InvalidRequest, NotFound, Unavailable
 from ._history import check_tool_pairing, history_items, loads_all
 from ._ids import new_id
 from ._model import Model
@@ -48,6 +48,7 @@ class RuntimeSettings:
     max_recoveries: int = 3  # G1: recoveries of one response before it fails for good
     scan_interval: float = 1.0  # seconds between recovery scans
     heartbeat_interval: float = 1.0  # seconds between lease renewals and cancel checks
+    shutdown_grace: float = 10.0  # seconds running turns get to reach a step boundary (G8)
 
 
 def _dumps(value: Any) -> str:
@@ -73,6 +74,7 @@ class Runtime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._tg: asyncio.TaskGroup | None = None
         self.ready = asyncio.Event()  # set when the first recovery scan is done
+        self.draining = False  # shutting down: no new work is taken
         self._lane_freed: dict[str, asyncio.Event] = {}  # wakes foreground turns waiting
 
     @asynccontextmanager
@@ -81,14 +83,35 @@ class Runtime:
         duration of the block; serving does not wait for the first scan."""
         async with asyncio.TaskGroup() as tg:
             self._tg = tg
-            self._spawn(self._scan_forever())
-            self._spawn(self._heartbeat_forever())
+            scanner = tg.create_task(self._scan_forever())
+            heartbeat = tg.create_task(self._heartbeat_forever())
             try:
                 yield self
             finally:
+                scanner.cancel()
+                await self._drain()
+                heartbeat.cancel()
                 self._tg = None
-                for task in list(self._tasks):
-                    task.cancel()
+
+    async def _drain(self) -> None:
+        """Graceful shutdown (G8): running turns finish their step and checkpoint within
+        the grace period, then every lease is released so another process resumes at
+        once. Turns still running after the grace period are cut off like a crash."""
+        self.draining = True
+        for runner in list(self._runners.values()):
+            runner.request_drain()
+        pending = list(self._tasks)
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=self.settings.shutdown_grace)
+            for task in late:
+                task.cancel()
+            if late:
+                log.warning("%d turns did not reach a boundary in time", len(late))
+                await asyncio.wait(late)
+        try:
+            await asyncio.shield(self.store.release_leases(self.owner))
+        except StoreError as exc:
+            log.warning("could not release leases: %s", exc)
 
     # -- recovery -----------------------------------------------------------------------
 
@@ -159,6 +182,8 @@ class Runtime:
     async def create(self, params: dict[str, Any], *, tenant: str) -> ResponseRecord:
         """Validate a turn against its history and commit it (G2). `params` is the
         validated create request, with `input` already normalized."""
+        if self.draining:
+            raise Unavailable("The server is shutting down; send the request again.")
         previous_id: str | None = params.get("previous_response_id")
         conversation_id: str | None = params.get("conversation")
         lane: str | None = None
@@ -332,9 +357,9 @@ class Runtime:
             runner.request_stop(reason)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        if self._tg is None:
-            coro.close()
-            raise RuntimeError("the runtime is not running")
+        if self._tg is None or self.draining:
+            coro.close()  # shutting down: another process will pick the work up
+            return
         task = self._tg.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -49,6 +49,7 @@ def runtime_settings(settings: Settings) -> RuntimeSettings:
         ambiguous_calls=settings.ambiguous_calls,
         max_recoveries=settings.max_recoveries,
         scan_interval=settings.scan_interval,
+        shutdown_grace=settings.shutdown_grace,
     )
 
 

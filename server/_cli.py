@@ -66,7 +66,7 @@ async def run(settings: Settings) -> None:
         logging.getLogger("hypercorn.access") if settings.log_level == "debug" else None
     )
     config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = 5.0
+    config.graceful_timeout = settings.shutdown_grace
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from recovery import InvalidRequest, NotFound
+from recovery import InvalidRequest, NotFound, Unavailable
 from store import StoreError
 
 log = logging.getLogger("server")
@@ -69,6 +69,11 @@ async def handle_not_found(request: Request, exc: Exception) -> Response:
     return error_response(APIError(404, exc.message))
 
 
+async def handle_unavailable(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Unavailable)
+    return error_response(APIError(503, exc.message, type="server_error"))
+
+
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
@@ -91,6 +96,7 @@ EXCEPTION_HANDLERS = {
     APIError: handle_api_error,
     InvalidRequest: handle_invalid_request,
     NotFound: handle_not_found,
+    Unavailable: handle_unavailable,
     HTTPException: handle_http_exception,
     StoreError: handle_store_error,
 }

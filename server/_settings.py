@@ -67,6 +67,11 @@ class Settings(BaseSettings):
         3, ge=0, description="recoveries of one response before it fails (recovery_exhausted)"
     )
     scan_interval: float = Field(1.0, gt=0, description="seconds between recovery scans")
+    shutdown_grace: float = Field(
+        10.0,
+        ge=0,
+        description="seconds running turns get on SIGTERM to reach a step boundary",
+    )
     poll_interval: float = Field(
         0.25, gt=0, description="seconds between event-log polls of a live stream"
     )

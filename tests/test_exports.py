@@ -30,6 +30,7 @@ PUBLIC = {
         "Tool",
         "ToolContext",
         "TurnStopped",
+        "Unavailable",
         "Usage",
         "Workflow",
         "WorkflowContext",

@@ -95,9 +95,10 @@ async def wait_a_bit(ctx: ToolContext, seconds: float) -> str:
     return f"waited {seconds}"
 
 
-@tool
+@tool(idempotent=True)
 async def crash(ctx: ToolContext) -> str:
-    """Kills the server process every time (a poison pill)."""
+    """Kills the server process every time it runs (a poison pill; idempotent, so every
+    recovery runs it again)."""
     _append("crash", ctx.idempotency_key, "about to die")
     os._exit(1)
 
