@@ -53,23 +53,25 @@ def test_on_sigterm_running_turns_finish_and_new_work_is_refused(
     start_server: StartServer, tmp_path: Path
 ) -> None:
     server = start_server(*TOOLS, "--shutdown-grace", "5", env={"SIDE_EFFECTS_DIR": str(tmp_path)})
-    with httpx.Client(base_url=server.url, timeout=30) as http:
-        # A slow foreground stream keeps the server busy while it shuts down.
-        with http.stream(
+    # A slow foreground stream keeps the server busy while it shuts down.
+    with (
+        httpx.Client(base_url=server.url, timeout=30) as http,
+        http.stream(
             "POST",
             "/v1/responses",
             json={"model": "m", "input": "x [[words 30]] [[delay 50]]", "stream": True},
-        ) as stream:
-            lines = stream.iter_lines()
-            next(lines)
-            assert server.proc is not None
-            server.proc.send_signal(signal.SIGTERM)
-            try:
-                late = httpx.post(f"{server.url}/v1/responses", json={"model": "m", "input": "x"})
-                assert late.status_code == 503, late.text
-            except httpx.ConnectError:
-                pass  # the listener is already closed: refused all the same
-            rest = "\n".join(lines)
+        ) as stream,
+    ):
+        lines = stream.iter_lines()
+        next(lines)
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        try:
+            late = httpx.post(f"{server.url}/v1/responses", json={"model": "m", "input": "x"})
+            assert late.status_code == 503, late.text
+        except httpx.ConnectError:
+            pass  # the listener is already closed: refused all the same
+        rest = "\n".join(lines)
     assert "response.completed" in rest  # the running turn was allowed to finish
     assert wait_for_exit(server) == 0
 

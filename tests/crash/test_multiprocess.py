@@ -1,0 +1,102 @@
+"""Several server processes on one SQLite file (durability.md G8, G9): each response is
+driven by one process at a time, any process serves reads, replays, live streams and
+cancels for any response, and survivors take over a killed process's responses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import StartServer
+from tests.crash._support import check_replays, log_lines, wait_terminal, wait_until
+from tests.support.side_effects import runs_per_key
+from tests.support.stream_rules import check_stream, parse_sse
+
+TOOLS = ("--agent", "tests.agents.tool_agent:agent", "--lease-ttl", "2", "--scan-interval", "0.2")
+
+
+def create(url: str, prompt: str, **extra: Any) -> dict[str, Any]:
+    body = {"model": "m", "input": prompt, "background": True, **extra}
+    response: dict[str, Any] = httpx.post(f"{url}/v1/responses", json=body, timeout=30).json()
+    return response
+
+
+def test_a_killed_process_s_responses_are_finished_by_the_survivor(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    env = {"SIDE_EFFECTS_DIR": str(folder)}
+    a = start_server(*TOOLS, db=db, env=env)
+    b = start_server(*TOOLS, db=db, env=env)
+    prompts = [
+        f'[[call lookup {{"city": "c{i}"}}]] [[next]] [[call wait_a_bit {{"seconds": 0.3}}]]'
+        for i in range(4)
+    ]
+    created = [create(a.url, p) for p in prompts]
+    wait_until(lambda: len(log_lines(folder, "lookup")) >= 1, "a first tool call on A")
+
+    a.kill()
+    finals = [wait_terminal(b.url, r["id"]) for r in created]
+
+    for final in finals:
+        assert final["status"] in ("completed", "failed"), final
+        if final["status"] == "failed":  # wait_a_bit was cut mid-call: G4 fails it closed
+            assert final["error"]["code"] == "tool_outcome_unknown"
+        check_replays(b.url, final["id"], final)
+    assert all(n == 1 for n in runs_per_key(folder, "wait_a_bit").values())
+    completed = sum(f["status"] == "completed" for f in finals)
+    assert len(log_lines(folder, "wait_a_bit")) >= completed
+
+
+def test_any_process_serves_reads_live_streams_and_cancels(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "shared.db"
+    a = start_server(*TOOLS, db=db, env={"SIDE_EFFECTS_DIR": str(tmp_path)})
+    b = start_server(*TOOLS, db=db, env={"SIDE_EFFECTS_DIR": str(tmp_path)})
+
+    slow = create(a.url, "x [[words 20]] [[delay 30]]")
+    followed = parse_sse(
+        httpx.get(f"{b.url}/v1/responses/{slow['id']}?stream=true", timeout=30).text
+    )
+    check_stream(followed)  # B followed events written by A, live, to the end
+    assert followed[-1]["type"] == "response.completed"
+    assert httpx.get(f"{b.url}/v1/responses/{slow['id']}").json() == followed[-1]["response"]
+
+    endless = create(a.url, "y [[words 400]] [[delay 50]]")
+    wait_until(
+        lambda: (
+            httpx.get(f"{b.url}/v1/responses/{endless['id']}").json()["status"] == "in_progress"
+        ),
+        "A to start the turn",
+    )
+    cancelled = httpx.post(f"{b.url}/v1/responses/{endless['id']}/cancel", timeout=30).json()
+
+    assert cancelled["status"] == "cancelled"
+    final = wait_terminal(a.url, endless["id"])
+    assert final["status"] == "cancelled"
+    check_replays(a.url, endless["id"], final)
+    assert "cancelled" in {
+        e["response"]["status"]
+        for e in parse_sse(
+            httpx.get(f"{a.url}/v1/responses/{endless['id']}?stream=true", timeout=30).text
+        )
+        if e["type"] == "response.failed"
+    }
+
+
+def test_each_response_is_driven_by_one_process(start_server: StartServer, tmp_path: Path) -> None:
+    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    env = {"SIDE_EFFECTS_DIR": str(folder)}
+    servers = [start_server(*TOOLS, db=db, env=env) for _ in range(3)]
+    created = [
+        create(servers[i % 3].url, f'[[call send_email {{"to": "n{i}"}}]]') for i in range(12)
+    ]
+
+    finals = [wait_terminal(servers[0].url, r["id"]) for r in created]
+
+    assert {f["status"] for f in finals} == {"completed"}
+    assert len(log_lines(folder, "send_email")) == 12
+    assert all(n == 1 for n in runs_per_key(folder, "send_email").values())
