@@ -25,6 +25,7 @@ from recovery import (
     ModelRequest,
     TextDelta,
     Usage,
+    new_id,
 )
 
 Item = dict[str, Any]
@@ -168,13 +169,19 @@ def _content(content: Any) -> Any:
 
 
 async def _chunks_to_events(response: httpx.Response) -> AsyncIterator[ModelEvent]:
+    """The model events of one streamed answer. A body that ends before `[DONE]` and
+    before any `finish_reason` was cut off (a connection closed mid-answer reads as a
+    clean end when the body has no length, e.g. HTTP/1.0): that is a retryable error, not
+    a short answer."""
     calls: dict[int, tuple[str, str]] = {}  # tool call index -> (call id, name)
     truncated = False
+    finished = False
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()
         if data == "[DONE]":
+            finished = True
             break
         try:
             chunk = json.loads(data)
@@ -186,11 +193,13 @@ async def _chunks_to_events(response: httpx.Response) -> AsyncIterator[ModelEven
             raise ModelError(f"The upstream model failed mid-stream: {chunk['error']}")
         usage = chunk.get("usage")
         if usage:
-            details = usage.get("prompt_tokens_details") or {}
+            prompt_details = usage.get("prompt_tokens_details") or {}
+            completion_details = usage.get("completion_tokens_details") or {}
             yield Usage(
                 input_tokens=int(usage.get("prompt_tokens") or 0),
                 output_tokens=int(usage.get("completion_tokens") or 0),
-                cached_tokens=int(details.get("cached_tokens") or 0),
+                cached_tokens=int(prompt_details.get("cached_tokens") or 0),
+                reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
             )
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
@@ -200,15 +209,23 @@ async def _chunks_to_events(response: httpx.Response) -> AsyncIterator[ModelEven
                 index = int(call.get("index", 0))
                 function = call.get("function") or {}
                 if index not in calls:
-                    call_id = call.get("id") or f"call_{index}"
+                    # Some servers omit the id: a fresh one, never `call_<index>`, which
+                    # the next step would reuse (sharing a journal entry and history).
+                    call_id = call.get("id") or new_id("call")
                     name = function.get("name")
                     if not name:
                         raise ModelError("The upstream model sent a tool call without a name.")
                     calls[index] = (call_id, name)
                 call_id, name = calls[index]
                 yield FunctionCallDelta(call_id, name, function.get("arguments") or "")
+            if choice.get("finish_reason"):
+                finished = True
             if choice.get("finish_reason") == "length":
                 truncated = True
+    if not finished:
+        raise ModelError(
+            "The upstream model's stream ended before the answer was finished.", retryable=True
+        )
     if truncated:
         yield Incomplete("max_output_tokens")
 

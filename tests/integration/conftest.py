@@ -1,0 +1,17 @@
+"""Fixtures of the integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.fake_upstream import FakeUpstream
+
+
+@pytest.fixture
+def fake_upstream() -> Iterator[FakeUpstream]:
+    """A scripted OpenAI-compatible Chat Completions server on a loopback port."""
+    upstream = FakeUpstream().start()
+    yield upstream
+    upstream.stop()
