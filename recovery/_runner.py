@@ -281,8 +281,12 @@ class TurnRunner:
 
     async def _stream_model(self, request: ModelRequest) -> Incomplete | None:
         """Stream one model call into events; the stream is cut if a stop is requested."""
-        async with asyncio.TaskGroup() as tg:
-            self._model_task = tg.create_task(self._consume(request))
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._model_task = tg.create_task(self._consume(request))
+        except BaseExceptionGroup as group:  # one child: its failure is the step's
+            self._model_task = None
+            raise group.exceptions[0] from None
         task, self._model_task = self._model_task, None
         if task.cancelled():
             self._close_cut_items()
