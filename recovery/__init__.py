@@ -5,8 +5,10 @@ cancellation and recovery, and the public API for hosting an agent (`Agent`, `to
 from ._agent import Agent
 from ._errors import (
     InvalidRequest,
+    LaneLocked,
     ModelError,
     NotFound,
+    QueueFull,
     RecoveryError,
     TurnStopped,
     Unavailable,
@@ -23,7 +25,9 @@ from ._model import (
     Usage,
 )
 from ._runtime import Runtime, RuntimeSettings
+from ._sinks import encode as encode_event
 from ._status import TERMINAL_EVENTS, ResponseStatus
+from ._synthesize import synthesize as synthesize_events
 from ._tools import Tool, ToolContext, tool
 from ._workflow import StepFailed, Workflow, WorkflowContext, workflow
 
@@ -33,11 +37,13 @@ __all__ = [
     "FunctionCallDelta",
     "Incomplete",
     "InvalidRequest",
+    "LaneLocked",
     "Model",
     "ModelError",
     "ModelEvent",
     "ModelRequest",
     "NotFound",
+    "QueueFull",
     "RecoveryError",
     "ResponseStatus",
     "Runtime",
@@ -51,9 +57,11 @@ __all__ = [
     "Usage",
     "Workflow",
     "WorkflowContext",
+    "encode_event",
     "new_id",
     "normalize_input",
     "normalize_item",
+    "synthesize_events",
     "text_of",
     "tool",
     "workflow",

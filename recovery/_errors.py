@@ -38,6 +38,19 @@ class Unavailable(RecoveryError):
         self.message = message
 
 
+class LaneLocked(RecoveryError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class QueueFull(RecoveryError):
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
 class ModelError(RecoveryError):
     """The model could not produce a step. `code` is a Responses `error.code`;
     `retryable` failures (429, 5xx, connection errors, timeouts) are retried with backoff,

@@ -12,15 +12,24 @@ Item = dict[str, Any]
 
 
 def history_items(output: Iterable[Item]) -> list[Item]:
-    """The part of a response's output that belongs in later histories."""
-    return [item for item in output if item.get("type") != "reasoning" or item.get("id")]
+    """The part of a response's output that belongs in later histories: not a function
+    call cut off before its arguments were complete."""
+    return [
+        item
+        for item in output
+        if not (item.get("type") == "function_call" and item.get("status") == "incomplete")
+        and (item.get("type") != "reasoning" or item.get("id"))
+    ]
 
 
-def check_tool_pairing(history: list[Item], new_input: list[Item]) -> None:
+def check_tool_pairing(
+    history: list[Item], new_input: list[Item], *, allow_pending: bool = False
+) -> None:
     """Refuse input that would break tool pairing (durability.md G5).
 
     Every `function_call_output` must answer a call made earlier, once; and after the new
-    input, no call may be left without its output.
+    input, no call may be left without its output (unless `allow_pending`: the history is
+    that of a turn still running, whose calls may yet be answered).
     """
     calls: set[str] = set()
     answered: set[str] = set()
@@ -45,7 +54,7 @@ def check_tool_pairing(history: list[Item], new_input: list[Item]) -> None:
                 )
             answered.add(call_id)
     pending = [call_id for call_id in calls if call_id not in answered]
-    if pending:
+    if pending and not allow_pending:
         first = sorted(pending)[0]
         raise InvalidRequest(
             f"No tool output found for function call '{first}'. Supply a "

@@ -24,7 +24,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from store import CancelRequested, Fence, ItemRow, LeaseLost, ResponseRecord
+from store import Fence, ItemRow, LeaseLost, ResponseRecord, StopRequested
 
 from . import _failpoints as fp
 from ._agent import Agent
@@ -53,6 +53,14 @@ class Outcome:
     status: ResponseStatus
     error: dict[str, Any] | None = None
     incomplete_reason: str | None = None
+
+
+def stopped(reason: str) -> Outcome:
+    """How a turn asked to stop ends: `interrupt` keeps its partial output in the lane's
+    history (incomplete, steered); `cancelled` and `rollback` end it cancelled."""
+    if reason == "interrupt":
+        return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="steered")
+    return Outcome(ResponseStatus.CANCELLED)
 
 
 def _dumps(value: Any) -> str:
@@ -87,8 +95,8 @@ class TurnRunner:
         self._model_task: asyncio.Task[Incomplete | None] | None = None
         self.cancelled = asyncio.Event()  # tools see it as ToolContext.cancelled
         self.done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        if record.cancel_requested:  # asked while no process drove it
-            self.request_stop("cancelled")
+        if record.stop_request is not None:  # asked while no process drove it
+            self.request_stop(record.stop_request)
 
     @property
     def response_id(self) -> str:
@@ -137,7 +145,7 @@ class TurnRunner:
                 await self._sink.flush()
                 log.info("response %s: paused at a step boundary for shutdown", self.response_id)
                 return self._resolve()
-            outcome = Outcome(ResponseStatus.CANCELLED)
+            outcome = stopped(stop.reason)
         except LeaseLost:
             return self._lost()
         except ToolOutcomeUnknown as unknown:
@@ -395,9 +403,9 @@ class TurnRunner:
         try:
             await sink.flush()
             terminal = await self._save_terminal(outcome)
-        except CancelRequested:
-            # The cancel was recorded before this end could be: it wins (G9).
-            terminal = await self._save_terminal(Outcome(ResponseStatus.CANCELLED))
+        except StopRequested as request:
+            # A cancel or steer was recorded before this end could be: it wins (G9).
+            terminal = await self._save_terminal(stopped(request.kind))
         except LeaseLost:
             return self._lost()
         fp.failpoint(fp.TERMINAL)
@@ -426,7 +434,7 @@ class TurnRunner:
                 terminal=True,
                 conversation_items=self._conversation_items() if keeps_history else (),
             )
-        except CancelRequested:
+        except StopRequested:
             emitter.next_seq = seq  # nothing of this end was committed
             raise
         return terminal

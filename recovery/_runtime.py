@@ -17,13 +17,25 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from store import EventRow, Fence, ItemRow, NewResponse, ResponseRecord, SQLiteStore, StoreError
+from store import (
+    Admission,
+    EventRow,
+    Fence,
+    IdempotencyMismatch,
+    ItemRow,
+    LaneBusy,
+    NewResponse,
+    ResponseRecord,
+    SQLiteStore,
+    StoreError,
+)
+from store import QueueFull as StoreQueueFull
 
 from . import _failpoints as fp
 from ._agent import Agent
 from ._broker import Broker
 from ._emitter import Emitter
-from ._errors import InvalidRequest, NotFound, Unavailable
+from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
 from ._history import check_tool_pairing, history_items, loads_all
 from ._ids import new_id
 from ._model import Model
@@ -49,6 +61,8 @@ class RuntimeSettings:
     scan_interval: float = 1.0  # seconds between recovery scans
     heartbeat_interval: float = 1.0  # seconds between lease renewals and cancel checks
     shutdown_grace: float = 10.0  # seconds running turns get to reach a step boundary (G8)
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
+    max_queued: int = 100  # queued turns one lane may hold
 
 
 def _dumps(value: Any) -> str:
@@ -172,42 +186,114 @@ class Runtime:
                 if time.monotonic() - last_renewal >= renew_every:
                     await self.store.renew_leases(self.owner, self.settings.lease_ttl)
                     last_renewal = time.monotonic()
-                for response_id in await self.store.cancel_requests(self.owner):
-                    self.stop_local(response_id)
+                for response_id, kind in await self.store.stop_requests(self.owner):
+                    self.stop_local(response_id, kind)
             except StoreError as exc:
                 log.warning("heartbeat failed: %s", exc)
 
     # -- create -------------------------------------------------------------------------
 
-    async def create(self, params: dict[str, Any], *, tenant: str) -> ResponseRecord:
-        """Validate a turn against its history and commit it (G2). `params` is the
-        validated create request, with `input` already normalized."""
+    async def create(
+        self,
+        params: dict[str, Any],
+        *,
+        tenant: str,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> tuple[ResponseRecord, bool]:
+        """Validate a turn against its history and its lane, and commit it (G2); return
+        (record, True). `params` is the validated create request, with `input` already
+        normalized. A retried create (same `idempotency_key` and `request_hash`) returns
+        (the first response, False) and starts nothing (G11)."""
         if self.draining:
             raise Unavailable("The server is shutting down; send the request again.")
+        if idempotency_key is not None:
+            existing = await self._idempotent(tenant, idempotency_key, request_hash)
+            if existing is not None:
+                return existing, False
+        strategy = params.pop("multitask_strategy", None) or self.settings.multitask_strategy
+        lane, busy = await self._lane(params, tenant)
+        history = await self.history(
+            tenant=tenant,
+            previous_response_id=params.get("previous_response_id"),
+            conversation_id=params.get("conversation"),
+        )
+        check_tool_pairing(history, params["input"], allow_pending=busy)
+        self._check_declared_tools(params)
+        new, events = self._new_response(params, tenant, lane)
+        admission = Admission(
+            reject_if_busy=strategy == "reject",
+            steer=strategy if strategy in ("interrupt", "rollback") else None,
+            max_queued=self.settings.max_queued,
+            idempotency_key=idempotency_key,
+            request_hash=request_hash,
+        )
+        items = [ItemRow(item["id"], _dumps(item)) for item in params["input"]]
+        try:
+            record, created = await self.store.create_response(new, items, events, admission)
+        except LaneBusy:
+            raise LaneLocked(
+                "Another turn of this conversation is still running, and this request's "
+                "multitask_strategy is 'reject'."
+            ) from None
+        except StoreQueueFull as exc:
+            raise QueueFull(
+                f"This conversation already has {exc.queued} queued turns, the most allowed; "
+                "try again when one has finished.",
+                retry_after=1.0,
+            ) from None
+        except IdempotencyMismatch:
+            raise self._key_reused(idempotency_key) from None
+        if created:
+            fp.failpoint(fp.ACCEPTED)
+            if admission.steer is not None:
+                for runner in list(self._runners.values()):
+                    if runner.lane == lane and runner.response_id != record.id:
+                        runner.request_stop(admission.steer)
+        return record, created
+
+    async def _idempotent(
+        self, tenant: str, key: str, request_hash: str | None
+    ) -> ResponseRecord | None:
+        found = await self.store.idempotency_key(tenant, key)
+        if found is None:
+            return None
+        stored_hash, response_id = found
+        if stored_hash != request_hash:
+            raise self._key_reused(key)
+        return await self.store.get_response(response_id, tenant)
+
+    @staticmethod
+    def _key_reused(key: str | None) -> InvalidRequest:
+        return InvalidRequest(
+            f"Idempotency-Key '{key}' was already used for a different request; use a new "
+            "key for a new request.",
+            param="Idempotency-Key",
+            code="idempotency_key_reused",
+        )
+
+    async def _lane(self, params: dict[str, Any], tenant: str) -> tuple[str | None, bool]:
+        """The lane a new turn joins (None: a lane of its own) and whether it is busy."""
         previous_id: str | None = params.get("previous_response_id")
         conversation_id: str | None = params.get("conversation")
-        lane: str | None = None
-        history: list[dict[str, Any]] = []
-        conversation_upto: int | None = None
         if previous_id:
-            chain = await self.store.chain(previous_id, tenant)
-            if not chain:
+            previous = await self.store.get_response(previous_id, tenant)
+            if previous is None:
                 raise InvalidRequest(
                     f"Previous response with id '{previous_id}' not found.",
                     param="previous_response_id",
                     code="previous_response_not_found",
                 )
-            previous = chain[-1][0]
-            if not ResponseStatus(previous.status).is_terminal:
-                lane = previous.lane
-            history = await self.history(previous_response_id=previous_id, tenant=tenant)
-        elif conversation_id:
+            if ResponseStatus(previous.status).is_terminal:
+                return None, False
+            return previous.lane, True
+        if conversation_id:
             if await self.store.get_conversation(conversation_id, tenant) is None:
                 raise NotFound(f"Conversation with id '{conversation_id}' not found.")
-            lane = conversation_id
-            history = loads_all(await self.store.conversation_history(conversation_id, None))
-            conversation_upto = None
-        check_tool_pairing(history, params["input"])
+            return conversation_id, await self.store.lane_busy(conversation_id)
+        return None, False
+
+    def _check_declared_tools(self, params: dict[str, Any]) -> None:
         server_tools = (
             {t.name for t in self.agent.tools} if isinstance(self.agent, Agent) else set()
         )
@@ -220,6 +306,9 @@ class Runtime:
                     code="invalid_value",
                 )
 
+    def _new_response(
+        self, params: dict[str, Any], tenant: str, lane: str | None
+    ) -> tuple[NewResponse, list[EventRow]]:
         response_id = new_id("resp")
         created_at = time.time()
         background = bool(params.get("background"))
@@ -240,16 +329,13 @@ class Runtime:
             snapshot=_dumps(response),
             last_seq=len(events) - 1,
             lane=lane or response_id,
-            conversation_id=conversation_id,
-            conversation_upto=conversation_upto,
-            previous_response_id=previous_id,
+            conversation_id=params.get("conversation"),
+            conversation_upto=None,
+            previous_response_id=params.get("previous_response_id"),
             owner=None if background else self.owner,
             lease_expires_at=None if background else created_at + self.settings.lease_ttl,
         )
-        items = [ItemRow(item["id"], _dumps(item)) for item in params["input"]]
-        record = await self.store.create_response(new, items, events)
-        fp.failpoint(fp.ACCEPTED)
-        return record
+        return new, events
 
     async def history(
         self,
@@ -271,6 +357,8 @@ class Runtime:
                             previous.conversation_id, previous.conversation_upto
                         )
                     )
+                if previous.steer == "rollback" and previous.status == "cancelled":
+                    continue  # a rolled-back turn leaves nothing in its lane's history
                 history += loads_all(inputs)
                 history += history_items(json.loads(previous.snapshot)["output"])
         elif conversation_id:
@@ -344,6 +432,20 @@ class Runtime:
         next_id = await self.store.next_in_lane(lane)
         if next_id is not None and next_id not in self._runners:
             await self._claim_and_run(next_id)
+
+    async def wait_final(self, response_id: str, tenant: str) -> dict[str, Any]:
+        """The response once it is terminal (it is driven here or by another process;
+        a dead process's foreground responses are ended by the recovery scan)."""
+        while True:
+            record = await self.get(response_id, tenant)
+            if ResponseStatus(record.status).is_terminal:
+                final: dict[str, Any] = json.loads(record.snapshot)
+                return final
+            runner = self._runners.get(response_id)
+            if runner is not None:
+                await asyncio.shield(runner.done)
+            else:
+                await asyncio.sleep(self.settings.poll_interval)
 
     async def wait(self, response_id: str) -> None:
         """Wait until this process's runner of the response has ended (if it has one)."""

@@ -50,6 +50,8 @@ def runtime_settings(settings: Settings) -> RuntimeSettings:
         max_recoveries=settings.max_recoveries,
         scan_interval=settings.scan_interval,
         shutdown_grace=settings.shutdown_grace,
+        multitask_strategy=settings.multitask_strategy,
+        max_queued=settings.max_queued,
     )
 
 

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from recovery import InvalidRequest, NotFound, Unavailable
+from recovery import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
 from store import StoreError
 
 log = logging.getLogger("server")
@@ -74,6 +74,25 @@ async def handle_unavailable(request: Request, exc: Exception) -> Response:
     return error_response(APIError(503, exc.message, type="server_error"))
 
 
+async def handle_lane_locked(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, LaneLocked)
+    return error_response(
+        APIError(409, exc.message, param="multitask_strategy", code="conversation_locked")
+    )
+
+
+async def handle_queue_full(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, QueueFull)
+    return error_response(
+        APIError(
+            429,
+            exc.message,
+            code="queue_full",
+            headers={"retry-after": str(max(1, round(exc.retry_after)))},
+        )
+    )
+
+
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
@@ -97,6 +116,8 @@ EXCEPTION_HANDLERS = {
     InvalidRequest: handle_invalid_request,
     NotFound: handle_not_found,
     Unavailable: handle_unavailable,
+    LaneLocked: handle_lane_locked,
+    QueueFull: handle_queue_full,
     HTTPException: handle_http_exception,
     StoreError: handle_store_error,
 }

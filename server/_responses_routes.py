@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from recovery import ResponseStatus, normalize_input
+from recovery import ResponseStatus, encode_event, normalize_input, synthesize_events
+from store import EventRow, ResponseRecord
 
 from ._context import context, read_body, tenant
 from ._errors import APIError
@@ -32,13 +35,21 @@ def raw_json(text: str, status: int = 200) -> Response:
 
 async def create_response(request: Request) -> Response:
     ctx = context(request)
-    body = await read_body(request, ctx.settings.max_body_bytes)
-    params = validate_create(parse_json(body))
+    body = parse_json(await read_body(request, ctx.settings.max_body_bytes))
+    key = _idempotency_key(request)
+    params = validate_create(body)
     params["input"] = normalize_input(params["input"])
     who = tenant(request)
-    record = await ctx.runtime.create(params, tenant=who)
-    stream = bool(params.get("stream"))
     runtime = ctx.runtime
+    record, created = await runtime.create(
+        params,
+        tenant=who,
+        idempotency_key=key,
+        request_hash=_request_hash(body) if key is not None else None,
+    )
+    stream = bool(params.get("stream"))
+    if not created:
+        return await _created_before(request, record, stream)
     if record.background:
         runtime.start_background(record.id)
         if stream:
@@ -50,7 +61,9 @@ async def create_response(request: Request) -> Response:
     runner, sink = runtime.start_foreground(record, stream=stream)
 
     def on_close(finished: bool) -> None:
-        if not finished:  # the client went away: stop the turn at its next safe point
+        # The client went away: stop the turn at its next safe point, unless it sent an
+        # Idempotency-Key, which says it will retry and collect the result (G11).
+        if not finished and key is None:
             runtime.stop_local(record.id)
 
     if stream:
@@ -60,6 +73,43 @@ async def create_response(request: Request) -> Response:
         on_close(False)
         return Response(status_code=499)
     return JSONResponse(final)
+
+
+def _idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("idempotency-key")
+    if key is not None and not 1 <= len(key) <= 255:
+        raise APIError(
+            400,
+            "The Idempotency-Key header must be 1 to 255 characters long.",
+            param="Idempotency-Key",
+            code="invalid_value",
+        )
+    return key
+
+
+def _request_hash(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+async def _created_before(request: Request, record: ResponseRecord, stream: bool) -> Response:
+    """A retried create (same Idempotency-Key): the first response, run once (G11)."""
+    ctx = context(request)
+    if record.background:
+        if stream:
+            return event_stream(
+                ctx.runtime.follow(record.id, record.tenant, -1), keepalive=ctx.settings.keepalive
+            )
+        return raw_json((await ctx.runtime.get(record.id, record.tenant)).snapshot)
+    final = await ctx.runtime.wait_final(record.id, record.tenant)
+    if stream:
+        return event_stream(_rows(synthesize_events(final)), keepalive=ctx.settings.keepalive)
+    return JSONResponse(final)
+
+
+async def _rows(events: list[dict[str, Any]]) -> AsyncIterator[EventRow]:
+    for event in events:
+        yield encode_event(event)
 
 
 async def _unless_disconnected(

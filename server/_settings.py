@@ -67,6 +67,14 @@ class Settings(BaseSettings):
         3, ge=0, description="recoveries of one response before it fails (recovery_exhausted)"
     )
     scan_interval: float = Field(1.0, gt=0, description="seconds between recovery scans")
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = Field(
+        "enqueue",
+        description="what a new turn does when its conversation or chain is busy, unless"
+        " the request says (multitask_strategy)",
+    )
+    max_queued: int = Field(
+        100, ge=1, description="queued turns one conversation or chain may hold (then 429)"
+    )
     shutdown_grace: float = Field(
         10.0,
         ge=0,

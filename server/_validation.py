@@ -180,6 +180,8 @@ class CreateResponse(_Strict):
     service_tier: (
         Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None
     ) = None
+    # Extension (protocol.md section 12): what to do when the lane is busy.
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
     # Known but not supported here: rejected with a clear message below.
     prompt: Json | None = None
     # 2026 additions that only tune the service: accepted and ignored.

@@ -3,8 +3,18 @@
 Nothing here knows about HTTP or agents. All SQL of the project lives in this package.
 """
 
-from ._errors import CancelRequested, Conflict, LeaseLost, StoreError, StoreOpenError
+from ._errors import (
+    Conflict,
+    IdempotencyMismatch,
+    LaneBusy,
+    LeaseLost,
+    QueueFull,
+    StopRequested,
+    StoreError,
+    StoreOpenError,
+)
 from ._records import (
+    Admission,
     ConversationRecord,
     EventRow,
     Fence,
@@ -19,17 +29,21 @@ from ._sqlite import TERMINAL, SQLiteStore, open_store
 __all__ = [
     "SCHEMA_VERSION",
     "TERMINAL",
-    "CancelRequested",
+    "Admission",
     "Conflict",
     "ConversationRecord",
     "EventRow",
     "Fence",
+    "IdempotencyMismatch",
     "ItemRow",
     "JournalEntry",
+    "LaneBusy",
     "LeaseLost",
     "NewResponse",
+    "QueueFull",
     "ResponseRecord",
     "SQLiteStore",
+    "StopRequested",
     "StoreError",
     "StoreOpenError",
     "open_store",

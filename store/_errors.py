@@ -5,7 +5,10 @@
     +-- LeaseLost               a fenced write found another owner or epoch (BaseException-free:
                                 the runtime turns it into its own control-flow signal)
     +-- Conflict                a guarded transition matched no row (for example a duplicate key)
-    +-- CancelRequested         a turn tried to end otherwise after a cancel was recorded
+    +-- StopRequested           a turn tried to end otherwise after a cancel or steer was recorded
+    +-- LaneBusy                a `reject` turn found its lane busy (nothing was written)
+    +-- QueueFull               the lane already has the most queued turns allowed
+    +-- IdempotencyMismatch     an idempotency key was reused with a different request
 
 `translate_sqlite_errors` is the one place where `sqlite3` errors become ours.
 """
@@ -33,8 +36,27 @@ class Conflict(StoreError):
     """A write collided with existing data (for example a reused id)."""
 
 
-class CancelRequested(StoreError):
-    """The client's cancel was recorded first: the turn must end `cancelled` (G9)."""
+class StopRequested(StoreError):
+    """A cancel (G9) or a steer was recorded before the turn's end: it wins. `kind` is
+    `cancelled`, `rollback` or `interrupt`."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"a {kind} request was recorded first")
+        self.kind = kind
+
+
+class LaneBusy(StoreError):
+    """The lane has an unfinished turn and the new one asked not to wait."""
+
+
+class QueueFull(StoreError):
+    def __init__(self, queued: int) -> None:
+        super().__init__(f"{queued} turns are already queued in this lane")
+        self.queued = queued
+
+
+class IdempotencyMismatch(StoreError):
+    """The key was used before, for a different request body."""
 
 
 @contextmanager

@@ -65,6 +65,23 @@ class ResponseRecord:
     cancel_requested: bool
     recoveries: int
     step: int  # steps whose results the snapshot includes
+    steer: str | None  # interrupt | rollback, asked by a later turn of the lane
+
+    @property
+    def stop_request(self) -> str | None:
+        """What the turn was asked to do: `cancelled`, `rollback`, `interrupt` or None."""
+        return "cancelled" if self.cancel_requested else self.steer
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """How a new turn enters its lane (durability.md, Steering)."""
+
+    reject_if_busy: bool = False  # `reject`: refuse when the lane has an unfinished turn
+    steer: str | None = None  # `interrupt` or `rollback`: ask the running turn to stop
+    max_queued: int | None = None  # refuse when this many turns already wait in the lane
+    idempotency_key: str | None = None  # G11: with the request's hash
+    request_hash: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

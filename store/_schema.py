@@ -89,6 +89,18 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (response_id, call_id)
     ) WITHOUT ROWID;
     """,
+    # 3: steering requests from later turns of a lane, and idempotency keys (G11).
+    """
+    ALTER TABLE responses ADD COLUMN steer TEXT;  -- interrupt | rollback, asked by a later turn
+    CREATE TABLE idempotency_keys (
+        tenant TEXT NOT NULL,
+        key TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        response_id TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (tenant, key)
+    ) WITHOUT ROWID;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,14 +14,18 @@ import aiosqlite
 
 from ._connection import Readers, Tx, Writer, connect, migrate
 from ._errors import (
-    CancelRequested,
     Conflict,
+    IdempotencyMismatch,
+    LaneBusy,
     LeaseLost,
+    QueueFull,
+    StopRequested,
     StoreError,
     StoreOpenError,
     translate_sqlite_errors,
 )
 from ._records import (
+    Admission,
     ConversationRecord,
     EventRow,
     Fence,
@@ -40,7 +44,7 @@ _TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'incomplete')"
 _RESPONSE_COLUMNS = (
     "id, tenant, status, background, created_at, params, snapshot, last_seq, lane, "
     "conversation_id, conversation_upto, previous_response_id, owner, epoch, "
-    "lease_expires_at, cancel_requested, recoveries, step"
+    "lease_expires_at, cancel_requested, recoveries, step, steer"
 )
 _JOURNAL_COLUMNS = "call_id, tool, arguments, idempotency_key, state, output, attempts"
 
@@ -73,6 +77,7 @@ def _response(row: sqlite3.Row) -> ResponseRecord:
         cancel_requested=bool(row["cancel_requested"]),
         recoveries=row["recoveries"],
         step=row["step"],
+        steer=row["steer"],
     )
 
 
@@ -124,12 +129,24 @@ class SQLiteStore:
     # -- responses: writes ------------------------------------------------------------
 
     async def create_response(
-        self, new: NewResponse, items: Sequence[ItemRow], events: Sequence[EventRow]
-    ) -> ResponseRecord:
-        """Commit a new response, its input items and first events in one transaction."""
+        self,
+        new: NewResponse,
+        items: Sequence[ItemRow],
+        events: Sequence[EventRow],
+        admission: Admission | None = None,
+    ) -> tuple[ResponseRecord, bool]:
+        """Commit a new response, its input items and first events in one transaction,
+        after its lane admits it; (record, True). With an idempotency key already used
+        for the same request: (the first response, False), and nothing is written."""
+        rules = admission or Admission()
 
-        async def op(tx: Tx) -> ResponseRecord:
+        async def op(tx: Tx) -> tuple[ResponseRecord, bool]:
             now = time.time()
+            if rules.idempotency_key is not None:
+                existing = await self._idempotent_replay(tx, new.tenant, rules)
+                if existing is not None:
+                    return existing, False
+            await self._admit(tx, new.lane, rules)
             await tx.conn.execute(
                 "INSERT INTO responses (id, tenant, status, background, created_at, updated_at,"
                 " params, snapshot, last_seq, lane, conversation_id, conversation_upto,"
@@ -160,13 +177,63 @@ class SQLiteStore:
                 [(new.id, i, it.item_id, it.item) for i, it in enumerate(items)],
             )
             await self._insert_events(tx, new.id, events)
+            if rules.idempotency_key is not None:
+                await tx.conn.execute(
+                    "INSERT INTO idempotency_keys (tenant, key, request_hash, response_id,"
+                    " created_at) VALUES (?, ?, ?, ?, ?)",
+                    (new.tenant, rules.idempotency_key, rules.request_hash, new.id, now),
+                )
             row = await _fetchone(
                 tx.conn, f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ?", (new.id,)
             )
             assert row is not None
-            return _response(row)
+            return _response(row), True
 
         return await self._write("create response", op)
+
+    async def _idempotent_replay(
+        self, tx: Tx, tenant: str, rules: Admission
+    ) -> ResponseRecord | None:
+        row = await _fetchone(
+            tx.conn,
+            "SELECT k.request_hash, r.* FROM idempotency_keys k"
+            " LEFT JOIN responses r ON r.id = k.response_id"
+            " WHERE k.tenant = ? AND k.key = ?",
+            (tenant, rules.idempotency_key),
+        )
+        if row is None:
+            return None
+        if row["request_hash"] != rules.request_hash:
+            raise IdempotencyMismatch(f"key {rules.idempotency_key!r} was used for another request")
+        if row["id"] is None:  # the response was deleted: the key is free again
+            await tx.conn.execute(
+                "DELETE FROM idempotency_keys WHERE tenant = ? AND key = ?",
+                (tenant, rules.idempotency_key),
+            )
+            return None
+        return _response(row)
+
+    async def _admit(self, tx: Tx, lane: str, rules: Admission) -> None:
+        """Apply the lane's rules for a new turn (durability.md, Steering)."""
+        rows = await _fetchall(
+            tx.conn,
+            "SELECT id, status FROM responses WHERE lane = ?"
+            " AND status IN ('queued', 'in_progress')",
+            (lane,),
+        )
+        if not rows:
+            return
+        if rules.reject_if_busy:
+            raise LaneBusy(f"lane {lane} has an unfinished turn")
+        queued = sum(1 for row in rows if row[1] == "queued")
+        if rules.max_queued is not None and queued >= rules.max_queued:
+            raise QueueFull(queued)
+        if rules.steer is not None:
+            await tx.conn.execute(
+                "UPDATE responses SET steer = ?, updated_at = ?"
+                " WHERE lane = ? AND status = 'in_progress' AND steer IS NULL",
+                (rules.steer, time.time(), lane),
+            )
 
     async def claim(self, response_id: str, owner: str, lease_ttl: float) -> ResponseRecord | None:
         """Take a queued response for `owner`; None if it is not queued any more."""
@@ -224,6 +291,23 @@ class SQLiteStore:
         )
         return [(r[0], r[1]) for r in rows]
 
+    async def lane_busy(self, lane: str) -> bool:
+        row = await self._readers.fetchone(
+            "SELECT 1 FROM responses WHERE lane = ? AND status IN ('queued', 'in_progress')"
+            " LIMIT 1",
+            (lane,),
+        )
+        return row is not None
+
+    async def idempotency_key(self, tenant: str, key: str) -> tuple[str, str] | None:
+        """(request hash, response id) recorded for the key, if its response still exists."""
+        row = await self._readers.fetchone(
+            "SELECT k.request_hash, k.response_id FROM idempotency_keys k"
+            " JOIN responses r ON r.id = k.response_id WHERE k.tenant = ? AND k.key = ?",
+            (tenant, key),
+        )
+        return (row[0], row[1]) if row else None
+
     async def is_lane_head(self, response_id: str) -> bool:
         """True when no earlier unfinished response shares this response's lane."""
         row = await self._readers.fetchone(
@@ -264,14 +348,15 @@ class SQLiteStore:
 
         await self._write("release leases", op)
 
-    async def cancel_requests(self, owner: str) -> list[str]:
-        """Ids of responses `owner` drives that a client asked to cancel."""
+    async def stop_requests(self, owner: str) -> list[tuple[str, str]]:
+        """(id, kind) of the responses `owner` drives that were asked to stop: kind is
+        `cancelled`, `rollback` or `interrupt`."""
         rows = await self._readers.fetchall(
-            "SELECT id FROM responses WHERE owner = ? AND cancel_requested = 1"
-            " AND status = 'in_progress'",
+            "SELECT id, cancel_requested, steer FROM responses WHERE owner = ?"
+            " AND status = 'in_progress' AND (cancel_requested = 1 OR steer IS NOT NULL)",
             (owner,),
         )
-        return [r[0] for r in rows]
+        return [(r[0], "cancelled" if r[1] else r[2]) for r in rows]
 
     def append_events(
         self, response_id: str, fence: Fence, events: Sequence[EventRow]
@@ -322,17 +407,27 @@ class SQLiteStore:
             )
             if cur.rowcount != 1:
                 raise LeaseLost(f"response {response_id} is no longer held by {fence}")
-            if terminal and status != "cancelled":
-                row = await _fetchone(
-                    tx.conn, "SELECT cancel_requested FROM responses WHERE id = ?", (response_id,)
-                )
-                if row is not None and row[0]:
-                    raise CancelRequested(f"response {response_id} was cancelled first")
+            if terminal:
+                await self._check_stop_request(tx, response_id, status)
             await self._insert_events(tx, response_id, events)
             if conversation_items:
                 await self._append_conversation_items(tx, response_id, conversation_items)
 
         await self._write("save snapshot", op)
+
+    async def _check_stop_request(self, tx: Tx, response_id: str, status: str) -> None:
+        """A cancel or steer recorded before this end wins over it (G9)."""
+        row = await _fetchone(
+            tx.conn, "SELECT cancel_requested, steer FROM responses WHERE id = ?", (response_id,)
+        )
+        if row is None:
+            return
+        if row[0] and status != "cancelled":
+            raise StopRequested("cancelled")
+        if row[1] == "rollback" and status != "cancelled":
+            raise StopRequested("rollback")
+        if row[1] == "interrupt" and status == "completed":
+            raise StopRequested("interrupt")
 
     async def cancel_queued(
         self, response_id: str, *, snapshot: str, last_seq: int, events: Sequence[EventRow]
@@ -723,6 +818,13 @@ class SQLiteStore:
         )
         page = [ItemRow(r[0], r[1]) for r in rows[:limit]]
         return page, len(rows) > limit
+
+
+async def _fetchall(
+    conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
+) -> list[sqlite3.Row]:
+    async with conn.execute(sql, tuple(params)) as cur:
+        return list(await cur.fetchall())
 
 
 async def _fetchone(
