@@ -24,6 +24,7 @@ from ._model import (
     TextDelta,
     Usage,
 )
+from ._observer import Observer, current_response_id
 from ._runtime import Runtime, RuntimeSettings
 from ._sinks import encode as encode_event
 from ._status import TERMINAL_EVENTS, ResponseStatus
@@ -43,6 +44,7 @@ __all__ = [
     "ModelEvent",
     "ModelRequest",
     "NotFound",
+    "Observer",
     "QueueFull",
     "RecoveryError",
     "ResponseStatus",
@@ -57,6 +59,7 @@ __all__ = [
     "Usage",
     "Workflow",
     "WorkflowContext",
+    "current_response_id",
     "encode_event",
     "new_id",
     "normalize_input",

@@ -113,8 +113,10 @@ class ToolPhase:
         response_id, call_id, name = runner.response_id, call["call_id"], call["name"]
         tool = self.tools[name]
         key = idempotency_key(response_id, call_id)
+        observe = runner.runtime.observer.tool_call
         if entry is not None and entry.state in ("completed", "errored"):
             assert entry.output is not None
+            observe("reused")
             return entry.output  # G3: a recorded output is reused, never re-run
 
         async def record_without_running(output: str) -> str:
@@ -163,8 +165,10 @@ class ToolPhase:
             if tool.reconcile is not None:
                 found = await tool.reconciled(ctx, arguments)
                 if found is not None:
+                    observe("reconciled")
                     return await self._record(call_id, "completed", tool_output(found))
             elif not tool.idempotent:
+                observe("unknown")
                 if self._settings.ambiguous_calls == "fail":
                     raise ToolOutcomeUnknown(name, call_id, key, [])
                 return await self._record(
@@ -174,6 +178,7 @@ class ToolPhase:
                     f"{key}); the server stopped while it ran and did not run it again.",
                 )
             await store.reclaim_call(response_id, runner.fence, call_id)
+            observe("rerun")
         ctx = self._context(call, key, attempt)
         try:
             async with asyncio.timeout(tool.timeout):
@@ -185,6 +190,7 @@ class ToolPhase:
             log.info("response %s: tool %s raised %r", response_id, name, exc)
             state, output = "errored", f"Error: tool '{name}' failed: {type(exc).__name__}: {exc}"
         fp.failpoint(fp.TOOL_EFFECT)
+        observe(state)
         return await self._record(call_id, state, output)
 
     async def _record(self, call_id: str, state: str, output: str) -> str:

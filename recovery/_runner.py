@@ -34,6 +34,7 @@ from ._history import history_items
 from ._items import text_of
 from ._journal import ToolOutcomeUnknown, ToolPhase
 from ._model import FunctionCallDelta, Incomplete, Model, ModelRequest, TextDelta, Usage
+from ._observer import current_response_id
 from ._response import add_usage, usage_from_object, usage_object
 from ._restore import restore
 from ._sinks import Sink, encode
@@ -128,6 +129,7 @@ class TurnRunner:
     async def run(self, *, fail: tuple[str, str] | None = None) -> None:
         """Drive the turn to its end; with `fail` (code, message), only close what a
         previous run left open and end `failed` with that error."""
+        current_response_id.set(self.response_id)  # this task's log lines name it
         try:
             if fail is not None:
                 await self._start()
@@ -437,6 +439,7 @@ class TurnRunner:
         except StopRequested:
             emitter.next_seq = seq  # nothing of this end was committed
             raise
+        self._runtime.observer.response_finished(outcome.status)
         return terminal
 
     def _conversation_items(self) -> list[ItemRow]:

@@ -39,6 +39,7 @@ from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailabl
 from ._history import check_tool_pairing, history_items, loads_all
 from ._ids import new_id
 from ._model import Model
+from ._observer import Observer, current_response_id
 from ._response import new_response
 from ._runner import TurnRunner
 from ._sinks import DurableSink, MemorySink, encode
@@ -63,6 +64,9 @@ class RuntimeSettings:
     shutdown_grace: float = 10.0  # seconds running turns get to reach a step boundary (G8)
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
     max_queued: int = 100  # queued turns one lane may hold
+    max_queued_per_tenant: int = 1000  # queued background responses one tenant may have
+    retention: float = 30 * 86400.0  # seconds finished responses and their data are kept
+    purge_interval: float = 3600.0  # seconds between retention purges
 
 
 def _dumps(value: Any) -> str:
@@ -76,8 +80,10 @@ class Runtime:
         agent: Agent | Workflow,
         model: Model,
         settings: RuntimeSettings | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.store = store
+        self.observer = observer or Observer()
         self.agent = agent
         self.model = (agent.model if isinstance(agent, Agent) else None) or model
         self.settings = settings or RuntimeSettings()
@@ -98,11 +104,13 @@ class Runtime:
         async with asyncio.TaskGroup() as tg:
             self._tg = tg
             scanner = tg.create_task(self._scan_forever())
+            purger = tg.create_task(self._purge_forever())
             heartbeat = tg.create_task(self._heartbeat_forever())
             try:
                 yield self
             finally:
                 scanner.cancel()
+                purger.cancel()
                 await self._drain()
                 heartbeat.cancel()
                 self._tg = None
@@ -150,10 +158,26 @@ class Runtime:
                 self._spawn(self._recover(response_id))
         return len(orphans)
 
+    async def _purge_forever(self) -> None:
+        while True:
+            try:
+                await self.purge(time.time())
+            except StoreError as exc:
+                log.warning("retention purge failed: %s", exc)
+            await asyncio.sleep(self.settings.purge_interval)
+
+    async def purge(self, now: float) -> tuple[int, int]:
+        """Apply the retention period as of `now` (never touching unfinished responses)."""
+        responses, keys = await self.store.purge(now - self.settings.retention)
+        if responses or keys:
+            log.info("retention: purged %d responses and %d idempotency keys", responses, keys)
+        return responses, keys
+
     async def _recover(self, response_id: str) -> None:
         record = await self.store.recover(response_id, self.owner, self.settings.lease_ttl)
         if record is None:
             return
+        self.observer.recovery_started()
         fence = Fence(self.owner, record.epoch)
         if not record.background:
             # Nobody waits for a foreground response any more: it is not run again.
@@ -225,6 +249,7 @@ class Runtime:
             reject_if_busy=strategy == "reject",
             steer=strategy if strategy in ("interrupt", "rollback") else None,
             max_queued=self.settings.max_queued,
+            max_queued_tenant=self.settings.max_queued_per_tenant,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
         )
@@ -237,13 +262,15 @@ class Runtime:
                 "multitask_strategy is 'reject'."
             ) from None
         except StoreQueueFull as exc:
+            where = "this conversation" if exc.where == "lane" else "this API key"
             raise QueueFull(
-                f"This conversation already has {exc.queued} queued turns, the most allowed; "
-                "try again when one has finished.",
+                f"{where.capitalize()} already has {exc.queued} queued responses, the most "
+                "allowed; try again when one has finished.",
                 retry_after=1.0,
             ) from None
         except IdempotencyMismatch:
             raise self._key_reused(idempotency_key) from None
+        current_response_id.set(record.id)
         if created:
             fp.failpoint(fp.ACCEPTED)
             if admission.steer is not None:
@@ -458,6 +485,10 @@ class Runtime:
         if runner is not None:
             runner.request_stop(reason)
 
+    @property
+    def active_runs(self) -> int:
+        return len(self._runners)
+
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         if self._tg is None or self.draining:
             coro.close()  # shutting down: another process will pick the work up
@@ -472,6 +503,7 @@ class Runtime:
         record = await self.store.get_response(response_id, tenant)
         if record is None:
             raise NotFound(f"Response with id '{response_id}' not found.")
+        current_response_id.set(record.id)
         return record
 
     async def follow(self, response_id: str, tenant: str, after: int) -> AsyncIterator[EventRow]:

@@ -17,11 +17,14 @@ from recovery import Agent, Model, Runtime, RuntimeSettings, Workflow
 from store import open_store
 
 from . import _conversations_routes, _responses_routes
+from ._auth import AuthMiddleware, Keys
 from ._context import AppContext, context
 from ._embedded_model import EmbeddedModel
 from ._errors import EXCEPTION_HANDLERS
+from ._metrics import Metrics, MetricsMiddleware, metrics_endpoint
 from ._middleware import RequestIdMiddleware
 from ._settings import Settings
+from ._sse import StreamSlots
 from ._upstream import UpstreamModel
 
 
@@ -38,6 +41,15 @@ def default_model(settings: Settings) -> Model:
     return EmbeddedModel(words=settings.embedded_words, delay_ms=settings.embedded_delay_ms)
 
 
+def load_keys(settings: Settings) -> Keys:
+    """The configured API keys; ValueError if they cannot be read."""
+    listed = settings.api_keys.get_secret_value() if settings.api_keys else None
+    try:
+        return Keys.load(listed, settings.keys_file)
+    except OSError as exc:
+        raise ValueError(f"cannot read the keys file {settings.keys_file}: {exc}") from exc
+
+
 def runtime_settings(settings: Settings) -> RuntimeSettings:
     return RuntimeSettings(
         lease_ttl=settings.lease_ttl,
@@ -52,6 +64,9 @@ def runtime_settings(settings: Settings) -> RuntimeSettings:
         shutdown_grace=settings.shutdown_grace,
         multitask_strategy=settings.multitask_strategy,
         max_queued=settings.max_queued,
+        max_queued_per_tenant=settings.max_queued_per_tenant,
+        retention=settings.retention_days * 86400,
+        purge_interval=settings.purge_interval,
     )
 
 
@@ -83,14 +98,21 @@ def create_app(
     config = settings or Settings()
     hosted = agent or Agent()
     fallback = model or default_model(config)
+    keys = load_keys(config)
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_store(config.db) as store:
-            runtime = Runtime(store, hosted, fallback, runtime_settings(config))
+            store.on_commit(metrics.commit)
+            runtime = Runtime(store, hosted, fallback, runtime_settings(config), metrics)
             try:
                 async with runtime.running():
-                    app.state.context = AppContext(runtime=runtime, settings=config)
+                    app.state.context = AppContext(
+                        runtime=runtime,
+                        settings=config,
+                        streams=StreamSlots(config.max_streams_per_tenant),
+                    )
                     yield
             finally:
                 own = hosted.model if isinstance(hosted, Agent) else None
@@ -103,13 +125,20 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
         Mount("/v1", routes=api),
         *api,
     ]
     handlers: Any = EXCEPTION_HANDLERS
-    return Starlette(
+    app = Starlette(
         routes=routes,
-        middleware=[Middleware(RequestIdMiddleware)],
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(MetricsMiddleware, metrics=metrics),
+            Middleware(AuthMiddleware, keys=keys),
+        ],
         exception_handlers=handlers,
         lifespan=lifespan,
     )
+    app.state.metrics = metrics
+    return app

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from recovery import Agent, Workflow
 from store import StoreOpenError, open_store
 
-from ._app import create_app, default_model
+from ._app import create_app, default_model, load_keys
+from ._logging import configure_logging
 from ._settings import Settings
 
 log = logging.getLogger("server")
@@ -56,8 +57,23 @@ async def check_store(settings: Settings) -> None:
         raise StartupError(str(exc)) from exc
 
 
+def check_keys(settings: Settings) -> None:
+    try:
+        keys = load_keys(settings)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from exc
+    if keys.open and settings.require_keys:
+        raise StartupError(
+            "no API keys are configured and --require-keys is set; give --api-keys or "
+            "--keys-file, or set DURABLE_RESPONSES_REQUIRE_KEYS=false to run open on purpose"
+        )
+    if keys.open:
+        log.warning("no API keys configured: anyone who can reach this server can use it")
+
+
 async def run(settings: Settings) -> None:
     agent = load_agent(settings.agent) if settings.agent else Agent()
+    check_keys(settings)
     await check_store(settings)
     app = create_app(agent, settings=settings)
     config = Config()
@@ -97,10 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(f"durable-responses: invalid settings: {problems}", file=sys.stderr)
         raise SystemExit(2) from None
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(run(settings))
     except StartupError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 
@@ -11,11 +12,15 @@ from recovery import Runtime
 from ._errors import APIError
 from ._settings import Settings
 
+if TYPE_CHECKING:
+    from ._sse import StreamSlots
+
 
 @dataclass(frozen=True, slots=True)
 class AppContext:
     runtime: Runtime
     settings: Settings
+    streams: StreamSlots
 
 
 def context(request: Request) -> AppContext:
@@ -24,8 +29,9 @@ def context(request: Request) -> AppContext:
 
 
 def tenant(request: Request) -> str:
-    """The caller's tenant; one shared tenant until API keys are configured."""
-    return ""
+    """The caller's tenant, resolved from its API key by AuthMiddleware ("" when open)."""
+    value: str = request.scope.get("state", {}).get("tenant", "")
+    return value
 
 
 async def read_body(request: Request, limit: int) -> bytes:

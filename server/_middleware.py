@@ -9,6 +9,8 @@ import secrets
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ._logging import current_request_id
+
 log = logging.getLogger("server")
 
 _SERVER_ERROR = json.dumps(
@@ -33,6 +35,7 @@ class RequestIdMiddleware:
             return
         request_id = "req_" + secrets.token_hex(16)
         scope.setdefault("state", {})["request_id"] = request_id
+        current_request_id.set(request_id)
         started = False
 
         async def send_with_id(message: Message) -> None:

@@ -18,7 +18,7 @@ from store import EventRow, ResponseRecord
 
 from ._context import context, read_body, tenant
 from ._errors import APIError
-from ._sse import event_stream
+from ._sse import stream_to
 from ._validation import (
     parse_json,
     query_bool,
@@ -37,7 +37,11 @@ async def create_response(request: Request) -> Response:
     ctx = context(request)
     body = parse_json(await read_body(request, ctx.settings.max_body_bytes))
     key = _idempotency_key(request)
-    params = validate_create(body)
+    params = validate_create(
+        body,
+        max_input_items=ctx.settings.max_input_items,
+        max_tools=ctx.settings.max_tools,
+    )
     params["input"] = normalize_input(params["input"])
     who = tenant(request)
     runtime = ctx.runtime
@@ -53,9 +57,7 @@ async def create_response(request: Request) -> Response:
     if record.background:
         runtime.start_background(record.id)
         if stream:
-            return event_stream(
-                runtime.follow(record.id, who, -1), keepalive=ctx.settings.keepalive
-            )
+            return stream_to(request, runtime.follow(record.id, who, -1))
         return raw_json(record.snapshot)
 
     runner, sink = runtime.start_foreground(record, stream=stream)
@@ -67,7 +69,7 @@ async def create_response(request: Request) -> Response:
             runtime.stop_local(record.id)
 
     if stream:
-        return event_stream(sink.rows(), keepalive=ctx.settings.keepalive, on_close=on_close)
+        return stream_to(request, sink.rows(), on_close=on_close)
     final = await _unless_disconnected(request, runner.done)
     if final is None:
         on_close(False)
@@ -97,13 +99,11 @@ async def _created_before(request: Request, record: ResponseRecord, stream: bool
     ctx = context(request)
     if record.background:
         if stream:
-            return event_stream(
-                ctx.runtime.follow(record.id, record.tenant, -1), keepalive=ctx.settings.keepalive
-            )
+            return stream_to(request, ctx.runtime.follow(record.id, record.tenant, -1))
         return raw_json((await ctx.runtime.get(record.id, record.tenant)).snapshot)
     final = await ctx.runtime.wait_final(record.id, record.tenant)
     if stream:
-        return event_stream(_rows(synthesize_events(final)), keepalive=ctx.settings.keepalive)
+        return stream_to(request, _rows(synthesize_events(final)))
     return JSONResponse(final)
 
 
@@ -149,9 +149,7 @@ async def get_response(request: Request) -> Response:
         )
     after = query_int(query, "starting_after", default=-1, low=-1)
     assert after is not None
-    return event_stream(
-        ctx.runtime.follow(response_id, who, after), keepalive=ctx.settings.keepalive
-    )
+    return stream_to(request, ctx.runtime.follow(response_id, who, after))
 
 
 async def cancel_response(request: Request) -> Response:

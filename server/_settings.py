@@ -30,9 +30,30 @@ class Settings(BaseSettings):
         None, description="custom agent or workflow handler to host, as module:attribute"
     )
     log_level: LogLevel = Field("info", description="logging level")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="log lines as text, or one JSON object per line"
+    )
+
+    api_keys: SecretStr | None = Field(
+        None,
+        description="API keys, comma-separated, each `tenant:key` (or a bare key, its own"
+        " tenant); unset with no keys file: the server is open",
+    )
+    keys_file: Path | None = Field(None, description="file of API keys, one `tenant key` a line")
+    require_keys: bool = Field(
+        False, description="refuse to start without API keys (the container sets it)"
+    )
 
     max_body_bytes: int = Field(
         8 * 1024 * 1024, ge=1024, description="largest request body accepted, in bytes"
+    )
+    max_input_items: int = Field(2048, ge=1, description="input items one request may carry")
+    max_tools: int = Field(128, ge=1, description="tools one request may declare")
+    max_streams_per_tenant: int = Field(
+        256, ge=1, description="open event streams one tenant may hold on this process (then 429)"
+    )
+    max_queued_per_tenant: int = Field(
+        1000, ge=1, description="queued background responses one tenant may have (then 429)"
     )
     embedded_words: int = Field(
         10, ge=1, le=100_000, description="words in an answer of the embedded model"
@@ -75,6 +96,10 @@ class Settings(BaseSettings):
     max_queued: int = Field(
         100, ge=1, description="queued turns one conversation or chain may hold (then 429)"
     )
+    retention_days: float = Field(
+        30.0, gt=0, description="days finished responses, their events and keys are kept"
+    )
+    purge_interval: float = Field(3600.0, gt=0, description="seconds between retention purges")
     shutdown_grace: float = Field(
         10.0,
         ge=0,

@@ -1,20 +1,62 @@
 """Server-sent events: each stored event is framed once, as `event:` + one `data:` line.
 
 Keep-alives are comment lines (`: keep-alive`), the only kind the openai SDK ignores
-safely (protocol.md section 7).
+safely (protocol.md section 7). Each open stream holds one of its tenant's stream slots
+(`--max-streams-per-tenant`) until the response ends, however it ends.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
 
 from store import EventRow
+
+from ._context import context, tenant
+from ._errors import APIError
 
 
 def frame(row: EventRow) -> bytes:
     return f"event: {row.type}\ndata: {row.data}\n\n".encode()
+
+
+class StreamSlots:
+    """Open streams per tenant on this process, bounded."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: Counter[str] = Counter()
+
+    def acquire(self, who: str) -> None:
+        if self._open[who] >= self.limit:
+            raise APIError(
+                429,
+                f"Too many open streams ({self.limit}) for this API key; close one or retry.",
+                code="too_many_streams",
+                headers={"retry-after": "1"},
+            )
+        self._open[who] += 1
+
+    def release(self, who: str) -> None:
+        self._open[who] -= 1
+        if self._open[who] <= 0:
+            del self._open[who]
+
+
+class _EventStream(EventSourceResponse):
+    def __init__(self, content: AsyncIterator[bytes], keepalive: float, on_end: Callable[[], None]):
+        super().__init__(content, ping=keepalive, ping_message_factory=_keepalive, sep="\n")
+        self._on_end = on_end
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_end()
 
 
 async def _frames(
@@ -34,17 +76,17 @@ def _keepalive() -> ServerSentEvent:
     return ServerSentEvent(comment="keep-alive")
 
 
-def event_stream(
+def stream_to(
+    request: Request,
     rows: AsyncIterator[EventRow],
     *,
-    keepalive: float,
     on_close: Callable[[bool], None] | None = None,
 ) -> EventSourceResponse:
     """Stream `rows` to the client. `on_close(finished)` runs when the stream ends, with
-    False when the client went away before the last event."""
-    return EventSourceResponse(
-        _frames(rows, on_close),
-        ping=keepalive,
-        ping_message_factory=_keepalive,
-        sep="\n",
+    False when the client went away before the last event. 429 if the caller's tenant
+    has too many streams open."""
+    ctx, who = context(request), tenant(request)
+    ctx.streams.acquire(who)
+    return _EventStream(
+        _frames(rows, on_close), ctx.settings.keepalive, lambda: ctx.streams.release(who)
     )

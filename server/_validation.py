@@ -238,7 +238,7 @@ def validate(model: type[_Strict], value: Any, *, path: str = "") -> Json:
         raise _to_api_error(exc, path) from None
 
 
-def validate_create(body: Json) -> Json:
+def validate_create(body: Json, *, max_input_items: int = 2048, max_tools: int = 128) -> Json:
     params = validate(CreateResponse, body)
     for name, message in UNSUPPORTED_PARAMETERS.items():
         if params.get(name) is not None:
@@ -262,7 +262,8 @@ def validate_create(body: Json) -> Json:
             )
         params["input"] = []
     elif isinstance(params["input"], list):
-        params["input"] = validate_items(params["input"], path="input")
+        params["input"] = validate_items(params["input"], path="input", limit=max_input_items)
+    _check_length(params.get("tools") or [], "tools", max_tools)
     params["tools"] = [
         validate_tool(tool, path=f"tools[{i}]") for i, tool in enumerate(params.get("tools") or [])
     ]
@@ -291,8 +292,8 @@ def validate_create(body: Json) -> Json:
     return params
 
 
-def validate_items(items: list[Any], *, path: str, limit: int | None = None) -> list[Json]:
-    if limit is not None and len(items) > limit:
+def _check_length(items: list[Any], path: str, limit: int) -> None:
+    if len(items) > limit:
         raise APIError(
             400,
             f"Invalid '{path}': array too long. Expected an array with maximum length {limit}, "
@@ -300,6 +301,11 @@ def validate_items(items: list[Any], *, path: str, limit: int | None = None) -> 
             param=path,
             code="array_above_max_length",
         )
+
+
+def validate_items(items: list[Any], *, path: str, limit: int | None = None) -> list[Json]:
+    if limit is not None:
+        _check_length(items, path, limit)
     return [validate_item(item, path=f"{path}[{i}]") for i, item in enumerate(items)]
 
 

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import random
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import cycle
@@ -72,6 +73,7 @@ class Writer:
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
+        self.commit_listeners: list[Callable[[float, int], None]] = []  # (seconds, operations)
         # None is the stop sentinel: everything queued before it is committed first.
         self._queue: asyncio.Queue[tuple[Operation[Any], asyncio.Future[Any]] | None] = (
             asyncio.Queue()
@@ -123,6 +125,7 @@ class Writer:
 
     async def _commit(self, batch: list[tuple[Operation[Any], asyncio.Future[Any]]]) -> None:
         tx = Tx(self._conn)
+        started = time.perf_counter()
         results: list[tuple[bool, Any]] = []
         savepoints = len(batch) > 1
         try:
@@ -149,6 +152,9 @@ class Writer:
             if not isinstance(exc, Exception):
                 raise
             return
+        elapsed = time.perf_counter() - started
+        for listener in self.commit_listeners:
+            listener(elapsed, len(batch))
         for hook in tx._after:
             hook()
         for (ok, value), (_, fut) in zip(results, batch, strict=True):

@@ -50,9 +50,10 @@ class LaneBusy(StoreError):
 
 
 class QueueFull(StoreError):
-    def __init__(self, queued: int) -> None:
-        super().__init__(f"{queued} turns are already queued in this lane")
+    def __init__(self, queued: int, where: str) -> None:
+        super().__init__(f"{queued} turns are already queued in this {where}")
         self.queued = queued
+        self.where = where  # "lane" or "tenant"
 
 
 class IdempotencyMismatch(StoreError):

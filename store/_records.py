@@ -80,6 +80,7 @@ class Admission:
     reject_if_busy: bool = False  # `reject`: refuse when the lane has an unfinished turn
     steer: str | None = None  # `interrupt` or `rollback`: ask the running turn to stop
     max_queued: int | None = None  # refuse when this many turns already wait in the lane
+    max_queued_tenant: int | None = None  # ... or this many background turns of the tenant
     idempotency_key: str | None = None  # G11: with the request's hash
     request_hash: str | None = None
 

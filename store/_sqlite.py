@@ -116,6 +116,10 @@ class SQLiteStore:
     def on_events_committed(self, listener: CommitListener) -> None:
         self._listeners.append(listener)
 
+    def on_commit(self, listener: Callable[[float, int], None]) -> None:
+        """Call `listener(seconds, operations)` after every group commit."""
+        self._writer.commit_listeners.append(listener)
+
     def _notify_after(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
         if events and self._listeners:
             last = events[-1].seq
@@ -146,7 +150,7 @@ class SQLiteStore:
                 existing = await self._idempotent_replay(tx, new.tenant, rules)
                 if existing is not None:
                     return existing, False
-            await self._admit(tx, new.lane, rules)
+            await self._admit(tx, new, rules)
             await tx.conn.execute(
                 "INSERT INTO responses (id, tenant, status, background, created_at, updated_at,"
                 " params, snapshot, last_seq, lane, conversation_id, conversation_upto,"
@@ -213,8 +217,17 @@ class SQLiteStore:
             return None
         return _response(row)
 
-    async def _admit(self, tx: Tx, lane: str, rules: Admission) -> None:
-        """Apply the lane's rules for a new turn (durability.md, Steering)."""
+    async def _admit(self, tx: Tx, new: NewResponse, rules: Admission) -> None:
+        """Apply the tenant's and the lane's rules for a new turn (durability.md, Steering)."""
+        if rules.max_queued_tenant is not None and new.status == "queued":
+            row = await _fetchone(
+                tx.conn,
+                "SELECT count(*) FROM responses WHERE tenant = ? AND status = 'queued'",
+                (new.tenant,),
+            )
+            if row is not None and row[0] >= rules.max_queued_tenant:
+                raise QueueFull(row[0], "tenant")
+        lane = new.lane
         rows = await _fetchall(
             tx.conn,
             "SELECT id, status FROM responses WHERE lane = ?"
@@ -227,7 +240,7 @@ class SQLiteStore:
             raise LaneBusy(f"lane {lane} has an unfinished turn")
         queued = sum(1 for row in rows if row[1] == "queued")
         if rules.max_queued is not None and queued >= rules.max_queued:
-            raise QueueFull(queued)
+            raise QueueFull(queued, "lane")
         if rules.steer is not None:
             await tx.conn.execute(
                 "UPDATE responses SET steer = ?, updated_at = ?"
@@ -290,6 +303,29 @@ class SQLiteStore:
             (time.time(), limit),
         )
         return [(r[0], r[1]) for r in rows]
+
+    async def purge(self, before: float) -> tuple[int, int]:
+        """Delete finished responses last changed before `before` (their items, events,
+        steps and journal go with them) and idempotency keys created before it. Running
+        and queued responses are never touched. Returns (responses, keys) deleted."""
+
+        async def op(tx: Tx) -> tuple[int, int]:
+            gone = await tx.conn.execute(
+                f"DELETE FROM responses WHERE status IN {_TERMINAL_SQL} AND updated_at < ?",
+                (before,),
+            )
+            keys = await tx.conn.execute(
+                "DELETE FROM idempotency_keys WHERE created_at < ?"
+                " OR response_id NOT IN (SELECT id FROM responses)",
+                (before,),
+            )
+            return gone.rowcount, keys.rowcount
+
+        return await self._write("purge", op)
+
+    async def count_queued(self) -> int:
+        row = await self._readers.fetchone("SELECT count(*) FROM responses WHERE status = 'queued'")
+        return int(row[0]) if row else 0
 
     async def lane_busy(self, lane: str) -> bool:
         row = await self._readers.fetchone(

@@ -1,0 +1,110 @@
+"""API keys and tenants.
+
+With keys configured, every route but /healthz needs `Authorization: Bearer <key>`; the
+key's tenant scopes everything the request can see (another tenant's ids answer 404).
+With no keys the server is open: every request is in the one tenant "".
+
+Keys come from `--api-keys` (comma-separated `tenant:key`, or a bare `key` that is its
+own tenant) and from `--keys-file` (one `tenant key` per line, `#` comments). Only
+SHA-256 digests of the keys are kept in memory, and keys are never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+OPEN_TENANT = ""
+_EXEMPT = frozenset({"/healthz"})
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Keys:
+    tenants: dict[str, str]  # sha256(key) -> tenant
+
+    @property
+    def open(self) -> bool:
+        return not self.tenants
+
+    def tenant_for(self, key: str) -> str | None:
+        return self.tenants.get(_digest(key))
+
+    @classmethod
+    def load(cls, listed: str | None, keys_file: Path | None) -> Keys:
+        """Parse the keys; ValueError with a line number for a malformed entry."""
+        tenants: dict[str, str] = {}
+        for entry in (listed or "").split(","):
+            entry = entry.strip()
+            if entry:
+                tenant, sep, key = entry.rpartition(":")
+                key = key.strip()
+                tenants[_digest(key)] = tenant.strip() if sep else f"key-{_digest(key)[:8]}"
+        if keys_file is not None:
+            for number, line in enumerate(keys_file.read_text().splitlines(), start=1):
+                line = line.split("#", 1)[0].strip()
+                if not line:
+                    continue
+                parts = line.split()
+                if len(parts) != 2:
+                    raise ValueError(f"{keys_file}:{number}: expected 'tenant key'")
+                tenants[_digest(parts[1])] = parts[0]
+        return cls(tenants)
+
+
+def _error(message: str, code: str) -> bytes:
+    error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+    return json.dumps({"error": error}).encode()
+
+
+class AuthMiddleware:
+    """Resolves the caller's tenant into `scope["state"]["tenant"]`, or answers 401."""
+
+    def __init__(self, app: ASGIApp, keys: Keys) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.keys.open:
+            scope.setdefault("state", {})["tenant"] = OPEN_TENANT
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] in _EXEMPT:
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        scheme, _, key = header.partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            await _deny(
+                send,
+                "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+                "missing_api_key",
+            )
+            return
+        tenant = self.keys.tenant_for(key.strip())
+        if tenant is None:
+            await _deny(send, "Incorrect API key provided.", "invalid_api_key")
+            return
+        scope.setdefault("state", {})["tenant"] = tenant
+        await self.app(scope, receive, send)
+
+
+async def _deny(send: Send, message: str, code: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="durable-responses"'),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _error(message, code)})
