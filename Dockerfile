@@ -1,7 +1,11 @@
-# durable-responses: the Responses API server with its SQLite store on /data.
+# durable-responses: the Responses API server, with its SQLite store on the /data volume.
 #
 #   docker build -t durable-responses .
-#   docker run -p 8000:8000 -v responses-data:/data durable-responses
+#   docker run -p 8000:8000 -v responses-data:/data \
+#       -e DURABLE_RESPONSES_API_KEYS=team:sk-change-me durable-responses
+#
+# The container refuses to start without API keys; set DURABLE_RESPONSES_REQUIRE_KEYS=false
+# to run it open on purpose.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -11,12 +15,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# Dependencies first, pinned, in their own layer: code changes do not reinstall them.
+COPY requirements.lock ./
+RUN pip install --no-deps -r requirements.lock
+
 # README.md is part of the package metadata (pyproject `readme`), so the build needs it.
 COPY pyproject.toml README.md ./
 COPY server ./server
 COPY recovery ./recovery
 COPY store ./store
-RUN pip install . \
+RUN pip install --no-deps . \
     && rm -rf /app/build /app/*.egg-info
 
 # Run as an unprivileged user that owns only the data directory.
@@ -25,14 +33,23 @@ RUN groupadd --system --gid 10001 app \
         --home-dir /nonexistent --shell /usr/sbin/nologin app \
     && mkdir -p /data \
     && chown app:app /data
-USER app
+USER 10001:10001
+
+ENV DURABLE_RESPONSES_HOST=0.0.0.0 \
+    DURABLE_RESPONSES_PORT=8000 \
+    DURABLE_RESPONSES_DB=/data/responses.db \
+    DURABLE_RESPONSES_REQUIRE_KEYS=true \
+    DURABLE_RESPONSES_LOG_FORMAT=json
 
 VOLUME /data
 EXPOSE 8000
 
-# Graceful shutdown (durability.md G8): SIGTERM goes straight to the server,
-# which is PID 1 because the entrypoint is in exec form. Give `docker stop` a
-# timeout longer than the server's grace period.
+# /healthz needs no API key; the slim image has no curl, so Python asks.
+HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ.get('DURABLE_RESPONSES_PORT', '8000')}/healthz\", timeout=2)"]
+
+# Graceful shutdown (durability.md G8): SIGTERM goes straight to the server, which is
+# PID 1 because the entry point is in exec form. Give `docker stop --time` more than
+# DURABLE_RESPONSES_SHUTDOWN_GRACE (10 s by default).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["durable-responses"]
-CMD ["--host", "0.0.0.0", "--port", "8000", "--db", "/data/responses.db"]
