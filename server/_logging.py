@@ -59,3 +59,5 @@ def configure_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # aiosqlite logs every statement with its parameters at debug: request data.
+    logging.getLogger("aiosqlite").setLevel(logging.INFO)

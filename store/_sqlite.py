@@ -306,18 +306,17 @@ class SQLiteStore:
 
     async def purge(self, before: float) -> tuple[int, int]:
         """Delete finished responses last changed before `before` (their items, events,
-        steps and journal go with them) and idempotency keys created before it. Running
-        and queued responses are never touched. Returns (responses, keys) deleted."""
+        steps and journal go with them) and the idempotency keys of responses that are gone.
+        Running and queued responses are never touched. Returns (responses, keys) deleted."""
 
         async def op(tx: Tx) -> tuple[int, int]:
             gone = await tx.conn.execute(
                 f"DELETE FROM responses WHERE status IN {_TERMINAL_SQL} AND updated_at < ?",
                 (before,),
             )
+            # A key lives as long as its response (G11: keys expire with its retention).
             keys = await tx.conn.execute(
-                "DELETE FROM idempotency_keys WHERE created_at < ?"
-                " OR response_id NOT IN (SELECT id FROM responses)",
-                (before,),
+                "DELETE FROM idempotency_keys WHERE response_id NOT IN (SELECT id FROM responses)"
             )
             return gone.rowcount, keys.rowcount
 
