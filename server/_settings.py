@@ -24,7 +24,7 @@ class Settings(BaseSettings):
     )
 
     host: str = Field("127.0.0.1", description="address to listen on")
-    port: int = Field(8000, ge=0, le=65535, description="port to listen on (0: any free port)")
+    port: int = Field(8000, ge=1, le=65535, description="port to listen on")
     db: Path = Field(Path("data/responses.db"), description="SQLite file of the store")
     agent: str | None = Field(
         None, description="custom agent or workflow handler to host, as module:attribute"
