@@ -474,12 +474,6 @@ class Runtime:
             else:
                 await asyncio.sleep(self.settings.poll_interval)
 
-    async def wait(self, response_id: str) -> None:
-        """Wait until this process's runner of the response has ended (if it has one)."""
-        runner = self._runners.get(response_id)
-        if runner is not None:
-            await asyncio.shield(runner.done)
-
     def stop_local(self, response_id: str, reason: str = "cancelled") -> None:
         runner = self._runners.get(response_id)
         if runner is not None:
@@ -529,22 +523,24 @@ class Runtime:
     # -- cancel and delete --------------------------------------------------------------
 
     async def cancel(self, response_id: str, tenant: str) -> ResponseRecord:
+        """Cancel a background response (G9): idempotent, durable, honoured by whichever
+        process drives it. A response that ended otherwise first cannot be cancelled."""
         record = await self.get(response_id, tenant)
         if not record.background:
             raise InvalidRequest("Cannot cancel a synchronous response.", param="response_id")
+        if record.status == ResponseStatus.QUEUED and await self._cancel_queued(record):
+            record = await self.get(response_id, tenant)
+        elif not ResponseStatus(record.status).is_terminal:
+            if await self.store.request_cancel(response_id):
+                self.stop_local(response_id)
+            record = await self._wait_terminal(response_id, tenant)
         status = ResponseStatus(record.status)
-        if status is ResponseStatus.CANCELLED:
-            return record
-        if status.is_terminal:
+        if status.is_terminal and status is not ResponseStatus.CANCELLED:
             article = "an" if status is ResponseStatus.INCOMPLETE else "a"
             raise InvalidRequest(
                 f"Cannot cancel {article} {status.value} response.", param="response_id"
             )
-        if status is ResponseStatus.QUEUED and await self._cancel_queued(record):
-            return await self.get(response_id, tenant)
-        if await self.store.request_cancel(response_id):
-            self.stop_local(response_id)
-        return await self._wait_terminal(response_id, tenant)
+        return record
 
     async def _cancel_queued(self, record: ResponseRecord) -> bool:
         emitter = Emitter(json.loads(record.snapshot), record.last_seq + 1)

@@ -520,12 +520,6 @@ class SQLiteStore:
         with translate_sqlite_errors("ping"):
             await self._readers.fetchone("SELECT 1")
 
-    async def cancel_requested(self, response_id: str) -> bool:
-        row = await self._readers.fetchone(
-            "SELECT cancel_requested FROM responses WHERE id = ?", (response_id,)
-        )
-        return bool(row and row[0])
-
     async def read_events(self, response_id: str, after: int, limit: int = 1000) -> list[EventRow]:
         rows = await self._readers.fetchall(
             "SELECT seq, type, data FROM events WHERE response_id = ? AND seq > ?"
