@@ -11,15 +11,23 @@ from ._errors import InvalidRequest
 Item = dict[str, Any]
 
 
-def history_items(output: Iterable[Item]) -> list[Item]:
-    """The part of a response's output that belongs in later histories: not a function
-    call cut off before its arguments were complete."""
-    return [
-        item
-        for item in output
-        if not (item.get("type") == "function_call" and item.get("status") == "incomplete")
-        and (item.get("type") != "reasoning" or item.get("id"))
-    ]
+def history_items(output: list[Item], *, ended_incomplete: bool = False) -> list[Item]:
+    """The part of a response's output that belongs in later histories.
+
+    Items closed `incomplete` were cut off (by a crash, a failed model call or a stop) and
+    are left out (G7), except the partial answer a turn ended on when it ended
+    `incomplete` (steered, or out of tokens): that is the turn's answer.
+    """
+    kept = []
+    for index, item in enumerate(output):
+        if item.get("status") == "incomplete":
+            is_final_answer = index == len(output) - 1 and item.get("type") == "message"
+            if not (ended_incomplete and is_final_answer):
+                continue
+        if item.get("type") == "reasoning" and not item.get("id"):
+            continue
+        kept.append(item)
+    return kept
 
 
 def check_tool_pairing(

@@ -13,9 +13,9 @@ from store import EventRow
 from ._emitter import Emitter, Event
 
 
-def restore(emitter: Emitter, rows: Sequence[EventRow]) -> tuple[list[Event], set[str]]:
+def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
     """Apply committed events after the checkpoint to `emitter`; return the events that
-    close whatever was left open, and the ids of the items so cut off."""
+    close whatever was left open (`incomplete`)."""
     output = emitter.output
     texts: dict[str, list[str]] = {}
     parts: set[str] = set()
@@ -68,4 +68,4 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> tuple[list[Event], se
             )
         output[index] = item
         closing.append(emitter._event("response.output_item.done", output_index=index, item=item))
-    return closing, {output[i]["id"] for i in open_items}
+    return closing

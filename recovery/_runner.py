@@ -90,8 +90,8 @@ class TurnRunner:
         self._emitter = Emitter(json.loads(record.snapshot), record.last_seq + 1)
         self._usage: Usage | None = usage_from_object(self._emitter.response.get("usage"))
         self._step = record.step
-        self._cut: set[str] = set()  # ids of items cut off in this turn: not history
         self._stop_reason: str | None = None
+        self.started = False  # False while a foreground turn waits for its lane
         self._draining = False
         self._model_task: asyncio.Task[Incomplete | None] | None = None
         self.cancelled = asyncio.Event()  # tools see it as ToolContext.cancelled
@@ -130,6 +130,7 @@ class TurnRunner:
         """Drive the turn to its end; with `fail` (code, message), only close what a
         previous run left open and end `failed` with that error."""
         current_response_id.set(self.response_id)  # this task's log lines name it
+        self.started = True
         try:
             if fail is not None:
                 await self._start()
@@ -229,7 +230,7 @@ class TurnRunner:
             sink.emit([emitter.lifecycle("response.in_progress")])
             return
         committed = await self._store.read_events(self.response_id, self._record.last_seq, 100_000)
-        closing, self._cut = restore(emitter, committed)
+        closing = restore(emitter, committed)
         emitter.set_status(ResponseStatus.IN_PROGRESS)
         if emitter.next_seq == 2:  # only created + queued so far: this is the first run
             sink.emit([emitter.lifecycle("response.in_progress")])
@@ -253,16 +254,12 @@ class TurnRunner:
         policy = self._runtime.settings
         attempt = 0
         while True:
-            output = [
-                item
-                for item in history_items(self._emitter.output)
-                if item.get("id") not in self._cut
-            ]
+            output = history_items(self._emitter.output)
             request = self._model_request(agent, history + output)
             try:
                 return await self._stream_model(request)
             except ModelError as exc:
-                self._cut |= self._close_cut_items()
+                self._close_cut_items()
                 attempt += 1
                 if not exc.retryable or attempt > policy.model_retries:
                     raise
@@ -282,12 +279,8 @@ class TurnRunner:
                 await asyncio.sleep(delay)
                 self.check_stop()
 
-    def _close_cut_items(self) -> set[str]:
-        open_before = {
-            item["id"] for item in self._emitter.output if item["status"] == "in_progress"
-        }
+    def _close_cut_items(self) -> None:
         self._sink.emit(self._emitter.close_open("incomplete"))
-        return open_before
 
     async def _stream_model(self, request: ModelRequest) -> Incomplete | None:
         """Stream one model call into events; the stream is cut if a stop is requested."""
@@ -445,7 +438,9 @@ class TurnRunner:
     def _conversation_items(self) -> list[ItemRow]:
         if not self._record.conversation_id:
             return []
-        items = [*self._params["input"], *history_items(self._emitter.output)]
+        ended_incomplete = self._emitter.response["status"] == ResponseStatus.INCOMPLETE
+        output = history_items(self._emitter.output, ended_incomplete=ended_incomplete)
+        items = [*self._params["input"], *output]
         return [ItemRow(item["id"], _dumps(item)) for item in items]
 
     def _lost(self) -> None:

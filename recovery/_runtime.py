@@ -273,9 +273,9 @@ class Runtime:
         current_response_id.set(record.id)
         if created:
             fp.failpoint(fp.ACCEPTED)
-            if admission.steer is not None:
+            if admission.steer is not None:  # the lane's running turn, not those waiting
                 for runner in list(self._runners.values()):
-                    if runner.lane == lane and runner.response_id != record.id:
+                    if runner.lane == lane and runner.started:
                         runner.request_stop(admission.steer)
         return record, created
 
@@ -387,7 +387,10 @@ class Runtime:
                 if previous.steer == "rollback" and previous.status == "cancelled":
                     continue  # a rolled-back turn leaves nothing in its lane's history
                 history += loads_all(inputs)
-                history += history_items(json.loads(previous.snapshot)["output"])
+                history += history_items(
+                    json.loads(previous.snapshot)["output"],
+                    ended_incomplete=previous.status == ResponseStatus.INCOMPLETE,
+                )
         elif conversation_id:
             history += loads_all(
                 await store.conversation_history(conversation_id, conversation_upto)

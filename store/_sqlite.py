@@ -242,9 +242,10 @@ class SQLiteStore:
         if rules.max_queued is not None and queued >= rules.max_queued:
             raise QueueFull(queued, "lane")
         if rules.steer is not None:
+            # Only the lane's running turn: a foreground turn waiting in place is not it.
             await tx.conn.execute(
                 "UPDATE responses SET steer = ?, updated_at = ?"
-                " WHERE lane = ? AND status = 'in_progress' AND steer IS NULL",
+                f" WHERE lane = ? AND status = 'in_progress' AND steer IS NULL{_LANE_HEAD}",
                 (rules.steer, time.time(), lane),
             )
 
