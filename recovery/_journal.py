@@ -109,89 +109,93 @@ class ToolPhase:
             result.failure = exc
 
     async def _call(self, call: Item, entry: JournalEntry | None, allowed: bool) -> str:
-        runner, store = self._runner, self._store
-        response_id, call_id, name = runner.response_id, call["call_id"], call["name"]
+        name = call["name"]
         tool = self.tools[name]
-        key = idempotency_key(response_id, call_id)
-        observe = runner.runtime.observer.tool_call
+        key = idempotency_key(self._runner.response_id, call["call_id"])
         if entry is not None and entry.state in ("completed", "errored"):
             assert entry.output is not None
-            observe("reused")
+            self._observe("reused")
             return entry.output  # G3: a recorded output is reused, never re-run
-
-        async def record_without_running(output: str) -> str:
-            await store.claim_call(
-                response_id,
-                runner.fence,
-                call_id=call_id,
-                tool=name,
-                arguments=call["arguments"],
-                idempotency_key=key,
-                state="errored",
-                output=output,
-            )
-            return output
-
         if entry is None and not allowed:
             self.over_budget = True
-            return await record_without_running(
-                f"Error: not run; this turn's budget of tool calls is spent ({name})."
-            )
+            output = f"Error: not run; this turn's budget of tool calls is spent ({name})."
+            return await self._journal(call, key, output)
         try:
             arguments = tool.parse_arguments(call["arguments"])
         except ToolArgumentsError as exc:
             output = f"Error: invalid arguments for tool '{name}': {exc}"
             if entry is None:
-                return await record_without_running(output)
-            await store.finish_call(
-                response_id, runner.fence, call_id, state="errored", output=output
-            )
-            return output
-
-        attempt = 1
+                return await self._journal(call, key, output)
+            return await self._record(call["call_id"], "errored", output)
         if entry is None:
-            await store.claim_call(
-                response_id,
-                runner.fence,
-                call_id=call_id,
-                tool=name,
-                arguments=call["arguments"],
-                idempotency_key=key,
-            )
+            await self._journal(call, key)
             fp.failpoint(fp.TOOL_CLAIMED)
-        else:  # claimed before, no output: ambiguous (G4)
-            attempt = entry.attempts + 1
-            ctx = self._context(call, key, attempt)
-            if tool.reconcile is not None:
-                found = await tool.reconciled(ctx, arguments)
-                if found is not None:
-                    observe("reconciled")
-                    return await self._record(call_id, "completed", tool_output(found))
-            elif not tool.idempotent:
-                observe("unknown")
-                if self._settings.ambiguous_calls == "fail":
-                    raise ToolOutcomeUnknown(name, call_id, key, [])
-                return await self._record(
-                    call_id,
-                    "errored",
-                    f"Error: the outcome of this call of '{name}' is unknown (idempotency key "
-                    f"{key}); the server stopped while it ran and did not run it again.",
-                )
-            await store.reclaim_call(response_id, runner.fence, call_id)
-            observe("rerun")
-        ctx = self._context(call, key, attempt)
+            return await self._run_body(tool, call, key, 1, arguments)
+        settled = await self._settle_ambiguous(tool, call, key, entry, arguments)
+        if settled is not None:
+            return settled
+        return await self._run_body(tool, call, key, entry.attempts + 1, arguments)
+
+    async def _settle_ambiguous(
+        self, tool: Tool, call: Item, key: str, entry: JournalEntry, arguments: dict[str, Any]
+    ) -> str | None:
+        """A call claimed before with no output (G4): its recorded outcome, or None when
+        it is safe to run the body again."""
+        call_id, name = call["call_id"], call["name"]
+        if tool.reconcile is not None:
+            ctx = self._context(call, key, entry.attempts + 1)
+            found = await tool.reconciled(ctx, arguments)
+            if found is not None:
+                self._observe("reconciled")
+                return await self._record(call_id, "completed", tool_output(found))
+        elif not tool.idempotent:
+            self._observe("unknown")
+            if self._settings.ambiguous_calls == "fail":
+                raise ToolOutcomeUnknown(name, call_id, key, [])
+            return await self._record(
+                call_id,
+                "errored",
+                f"Error: the outcome of this call of '{name}' is unknown (idempotency key "
+                f"{key}); the server stopped while it ran and did not run it again.",
+            )
+        await self._store.reclaim_call(self._runner.response_id, self._runner.fence, call_id)
+        self._observe("rerun")
+        return None
+
+    async def _run_body(
+        self, tool: Tool, call: Item, key: str, attempt: int, arguments: dict[str, Any]
+    ) -> str:
+        name = call["name"]
         try:
             async with asyncio.timeout(tool.timeout):
-                value = await tool.invoke(ctx, arguments)
+                value = await tool.invoke(self._context(call, key, attempt), arguments)
             state, output = "completed", tool_output(value)
         except TimeoutError:
             state, output = "errored", f"Error: tool '{name}' timed out after {tool.timeout}s."
         except Exception as exc:
-            log.info("response %s: tool %s raised %r", response_id, name, exc)
+            log.info("response %s: tool %s raised %r", self._runner.response_id, name, exc)
             state, output = "errored", f"Error: tool '{name}' failed: {type(exc).__name__}: {exc}"
         fp.failpoint(fp.TOOL_EFFECT)
-        observe(state)
-        return await self._record(call_id, state, output)
+        self._observe(state)
+        return await self._record(call["call_id"], state, output)
+
+    async def _journal(self, call: Item, key: str, output: str | None = None) -> str:
+        """Write the call's journal entry: `claimed` before its body runs, or, with an
+        `output`, `errored` for a call that will not run."""
+        await self._store.claim_call(
+            self._runner.response_id,
+            self._runner.fence,
+            call_id=call["call_id"],
+            tool=call["name"],
+            arguments=call["arguments"],
+            idempotency_key=key,
+            state="claimed" if output is None else "errored",
+            output=output,
+        )
+        return output or ""
+
+    def _observe(self, outcome: str) -> None:
+        self._runner.runtime.observer.tool_call(outcome)
 
     async def _record(self, call_id: str, state: str, output: str) -> str:
         runner = self._runner
