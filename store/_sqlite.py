@@ -1,20 +1,30 @@
-"""The SQLite store. All SQL of the project lives in this package."""
+"""The SQLite store: responses, their events, leases and lanes; `open_store`. All SQL of
+the project lives in this package."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
 
 import aiosqlite
 
+from ._base import (
+    _LANE_HEAD,
+    _RESPONSE_COLUMNS,
+    _TERMINAL_SQL,
+    TERMINAL,
+    Order,
+    _fetchall,
+    _fetchone,
+    _response,
+)
 from ._connection import Readers, Tx, Writer, connect, migrate
+from ._conversations import ConversationStore
 from ._errors import (
-    Conflict,
     IdempotencyMismatch,
     LaneBusy,
     LeaseLost,
@@ -24,111 +34,20 @@ from ._errors import (
     StoreOpenError,
     translate_sqlite_errors,
 )
-from ._records import (
-    Admission,
-    ConversationRecord,
-    EventRow,
-    Fence,
-    ItemRow,
-    JournalEntry,
-    NewResponse,
-    ResponseRecord,
-)
+from ._journal import JournalStore
+from ._records import Admission, EventRow, Fence, ItemRow, NewResponse, ResponseRecord
 from ._schema import MIGRATIONS
 
-Order = Literal["asc", "desc"]
-T = TypeVar("T")
-TERMINAL = ("completed", "failed", "cancelled", "incomplete")
-_TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'incomplete')"
-
-_RESPONSE_COLUMNS = (
-    "id, tenant, status, background, created_at, params, snapshot, last_seq, lane, "
-    "conversation_id, conversation_upto, previous_response_id, owner, epoch, "
-    "lease_expires_at, cancel_requested, recoveries, step, steer"
-)
-_JOURNAL_COLUMNS = "call_id, tool, arguments, idempotency_key, state, output, attempts"
-
-CommitListener = Callable[[str, int], None]
-
-# A response may start only when no earlier unfinished response shares its lane (G10).
-_LANE_HEAD = (
-    " AND NOT EXISTS (SELECT 1 FROM responses AS earlier WHERE earlier.lane = responses.lane"
-    " AND earlier.rowid < responses.rowid AND earlier.status IN ('queued', 'in_progress'))"
-)
+__all__ = ["TERMINAL", "SQLiteStore", "open_store"]
 
 
-def _response(row: sqlite3.Row) -> ResponseRecord:
-    return ResponseRecord(
-        id=row["id"],
-        tenant=row["tenant"],
-        status=row["status"],
-        background=bool(row["background"]),
-        created_at=row["created_at"],
-        params=row["params"],
-        snapshot=row["snapshot"],
-        last_seq=row["last_seq"],
-        lane=row["lane"],
-        conversation_id=row["conversation_id"],
-        conversation_upto=row["conversation_upto"],
-        previous_response_id=row["previous_response_id"],
-        owner=row["owner"],
-        epoch=row["epoch"],
-        lease_expires_at=row["lease_expires_at"],
-        cancel_requested=bool(row["cancel_requested"]),
-        recoveries=row["recoveries"],
-        step=row["step"],
-        steer=row["steer"],
-    )
-
-
-def _entry(row: sqlite3.Row) -> JournalEntry:
-    return JournalEntry(
-        call_id=row["call_id"],
-        tool=row["tool"],
-        arguments=row["arguments"],
-        idempotency_key=row["idempotency_key"],
-        state=row["state"],
-        output=row["output"],
-        attempts=row["attempts"],
-    )
-
-
-def _conversation(row: sqlite3.Row) -> ConversationRecord:
-    return ConversationRecord(
-        id=row["id"], tenant=row["tenant"], created_at=row["created_at"], metadata=row["metadata"]
-    )
-
-
-class SQLiteStore:
+class SQLiteStore(ConversationStore, JournalStore):
     """Durable state of responses, events and conversations in one SQLite file (WAL).
 
     Writes go through one writer connection with group commit; reads use separate
     connections. `on_events_committed` listeners are told (response id, last seq) after
     each commit that added events, so live streams in this process wake at once.
     """
-
-    def __init__(self, path: Path, writer: Writer, readers: Readers) -> None:
-        self.path = path
-        self._writer = writer
-        self._readers = readers
-        self._listeners: list[CommitListener] = []
-
-    def on_events_committed(self, listener: CommitListener) -> None:
-        self._listeners.append(listener)
-
-    def on_commit(self, listener: Callable[[float, int], None]) -> None:
-        """Call `listener(seconds, operations)` after every group commit."""
-        self._writer.commit_listeners.append(listener)
-
-    def _notify_after(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
-        if events and self._listeners:
-            last = events[-1].seq
-
-            def notify() -> None:
-                for listener in self._listeners:
-                    listener(response_id, last)
-
-            tx.after_commit(notify)
 
     # -- responses: writes ------------------------------------------------------------
 
@@ -564,305 +483,6 @@ class SQLiteStore:
         for row in item_rows:
             items[row[0]].append(row[1])
         return [(r, items[r.id]) for r in records]
-
-    # -- step records and the tool journal ----------------------------------------------
-
-    async def record_step(self, response_id: str, fence: Fence, step: int, items: str) -> None:
-        """Commit a step's model output (its function calls) before any tool of it runs."""
-
-        async def op(tx: Tx) -> None:
-            await self._check_fence(tx, response_id, fence)
-            await tx.conn.execute(
-                "INSERT INTO steps (response_id, step, items) VALUES (?, ?, ?)",
-                (response_id, step, items),
-            )
-
-        await self._write("record step", op)
-
-    async def get_step(self, response_id: str, step: int) -> str | None:
-        row = await self._readers.fetchone(
-            "SELECT items FROM steps WHERE response_id = ? AND step = ?", (response_id, step)
-        )
-        return str(row[0]) if row else None
-
-    async def journal(self, response_id: str) -> list[JournalEntry]:
-        rows = await self._readers.fetchall(
-            f"SELECT {_JOURNAL_COLUMNS} FROM journal WHERE response_id = ? ORDER BY created_at",
-            (response_id,),
-        )
-        return [_entry(r) for r in rows]
-
-    async def claim_call(
-        self,
-        response_id: str,
-        fence: Fence,
-        *,
-        call_id: str,
-        tool: str,
-        arguments: str,
-        idempotency_key: str,
-        state: str = "claimed",
-        output: str | None = None,
-    ) -> None:
-        """Write a call's journal entry: `claimed` before its body starts, or directly
-        `errored` for a call that will not run. Conflict if the call is journaled already."""
-
-        async def op(tx: Tx) -> None:
-            await self._check_fence(tx, response_id, fence)
-            now = time.time()
-            await tx.conn.execute(
-                "INSERT INTO journal (response_id, call_id, tool, arguments, idempotency_key,"
-                " state, output, attempts, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
-                (response_id, call_id, tool, arguments, idempotency_key, state, output, now, now),
-            )
-
-        await self._write("claim call", op)
-
-    async def reclaim_call(self, response_id: str, fence: Fence, call_id: str) -> None:
-        """Count one more attempt of an ambiguous call that is safe to run again."""
-
-        async def op(tx: Tx) -> None:
-            await self._check_fence(tx, response_id, fence)
-            cur = await tx.conn.execute(
-                "UPDATE journal SET attempts = attempts + 1, updated_at = ?"
-                " WHERE response_id = ? AND call_id = ? AND state = 'claimed'",
-                (time.time(), response_id, call_id),
-            )
-            if cur.rowcount != 1:
-                raise Conflict(f"call {call_id} of {response_id} is not claimed")
-
-        await self._write("reclaim call", op)
-
-    async def finish_call(
-        self, response_id: str, fence: Fence, call_id: str, *, state: str, output: str
-    ) -> None:
-        """Record a claimed call's output (`completed` or `errored`); it never runs again."""
-
-        async def op(tx: Tx) -> None:
-            await self._check_fence(tx, response_id, fence)
-            cur = await tx.conn.execute(
-                "UPDATE journal SET state = ?, output = ?, updated_at = ?"
-                " WHERE response_id = ? AND call_id = ? AND state = 'claimed'",
-                (state, output, time.time(), response_id, call_id),
-            )
-            if cur.rowcount != 1:
-                raise Conflict(f"call {call_id} of {response_id} is not claimed")
-
-        await self._write("finish call", op)
-
-    # -- conversations ----------------------------------------------------------------
-
-    async def create_conversation(
-        self, conversation: ConversationRecord, items: Sequence[ItemRow]
-    ) -> None:
-        async def op(tx: Tx) -> None:
-            await tx.conn.execute(
-                "INSERT INTO conversations (id, tenant, created_at, metadata) VALUES (?, ?, ?, ?)",
-                (
-                    conversation.id,
-                    conversation.tenant,
-                    conversation.created_at,
-                    conversation.metadata,
-                ),
-            )
-            await self._insert_conversation_items(tx, conversation.id, items)
-
-        await self._write("create conversation", op)
-
-    async def get_conversation(
-        self, conversation_id: str, tenant: str
-    ) -> ConversationRecord | None:
-        row = await self._readers.fetchone(
-            "SELECT id, tenant, created_at, metadata FROM conversations"
-            " WHERE id = ? AND tenant = ?",
-            (conversation_id, tenant),
-        )
-        return _conversation(row) if row else None
-
-    async def update_conversation(
-        self, conversation_id: str, tenant: str, metadata: str
-    ) -> ConversationRecord | None:
-        async def op(tx: Tx) -> ConversationRecord | None:
-            row = await _fetchone(
-                tx.conn,
-                "UPDATE conversations SET metadata = ? WHERE id = ? AND tenant = ?"
-                " RETURNING id, tenant, created_at, metadata",
-                (metadata, conversation_id, tenant),
-            )
-            return _conversation(row) if row else None
-
-        return await self._write("update conversation", op)
-
-    async def delete_conversation(self, conversation_id: str, tenant: str) -> bool:
-        async def op(tx: Tx) -> bool:
-            cur = await tx.conn.execute(
-                "DELETE FROM conversations WHERE id = ? AND tenant = ?", (conversation_id, tenant)
-            )
-            return cur.rowcount == 1
-
-        return await self._write("delete conversation", op)
-
-    async def add_conversation_items(
-        self, conversation_id: str, tenant: str, items: Sequence[ItemRow]
-    ) -> bool:
-        """Append items; False if the conversation does not exist."""
-
-        async def op(tx: Tx) -> bool:
-            row = await _fetchone(
-                tx.conn,
-                "SELECT 1 FROM conversations WHERE id = ? AND tenant = ?",
-                (conversation_id, tenant),
-            )
-            if row is None:
-                return False
-            await self._insert_conversation_items(tx, conversation_id, items)
-            return True
-
-        return await self._write("add conversation items", op)
-
-    async def list_conversation_items(
-        self, conversation_id: str, *, after: str | None, order: Order, limit: int
-    ) -> tuple[list[ItemRow], bool] | None:
-        return await self._page(
-            "conversation_items",
-            "conversation_id",
-            conversation_id,
-            after=after,
-            order=order,
-            limit=limit,
-        )
-
-    async def get_conversation_item(self, conversation_id: str, item_id: str) -> ItemRow | None:
-        row = await self._readers.fetchone(
-            "SELECT item_id, item FROM conversation_items"
-            " WHERE conversation_id = ? AND item_id = ?",
-            (conversation_id, item_id),
-        )
-        return ItemRow(row[0], row[1]) if row else None
-
-    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
-        async def op(tx: Tx) -> bool:
-            cur = await tx.conn.execute(
-                "DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?",
-                (conversation_id, item_id),
-            )
-            return cur.rowcount == 1
-
-        return await self._write("delete conversation item", op)
-
-    async def conversation_history(self, conversation_id: str, upto: int | None) -> list[str]:
-        """Item JSON texts of a conversation, oldest first; with `upto`, only the items
-        that were in it when a turn started (position < upto)."""
-        rows = await self._readers.fetchall(
-            "SELECT item FROM conversation_items WHERE conversation_id = ? AND position < ?"
-            " ORDER BY position",
-            (conversation_id, upto if upto is not None else 2**62),
-        )
-        return [r[0] for r in rows]
-
-    # -- helpers ----------------------------------------------------------------------
-
-    async def _write(self, what: str, op: Callable[[Tx], Awaitable[T]]) -> T:
-        async def guarded(tx: Tx) -> T:
-            with translate_sqlite_errors(what):
-                return await op(tx)
-
-        return await self._writer.run(guarded)
-
-    async def _check_fence(self, tx: Tx, response_id: str, fence: Fence) -> None:
-        row = await _fetchone(
-            tx.conn,
-            "SELECT 1 FROM responses WHERE id = ? AND owner = ? AND epoch = ?"
-            f" AND status NOT IN {_TERMINAL_SQL}",
-            (response_id, fence.owner, fence.epoch),
-        )
-        if row is None:
-            raise LeaseLost(f"response {response_id} is no longer held by {fence}")
-
-    async def _insert_events(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
-        if not events:
-            return
-        with translate_sqlite_errors("append events"):
-            await tx.conn.executemany(
-                "INSERT INTO events (response_id, seq, type, data) VALUES (?, ?, ?, ?)",
-                [(response_id, e.seq, e.type, e.data) for e in events],
-            )
-        self._notify_after(tx, response_id, events)
-
-    async def _insert_conversation_items(
-        self, tx: Tx, conversation_id: str, items: Sequence[ItemRow]
-    ) -> None:
-        row = await _fetchone(
-            tx.conn,
-            "SELECT coalesce(max(position) + 1, 0) FROM conversation_items"
-            " WHERE conversation_id = ?",
-            (conversation_id,),
-        )
-        start = int(row[0]) if row else 0
-        await tx.conn.executemany(
-            "INSERT INTO conversation_items (conversation_id, position, item_id, item)"
-            " VALUES (?, ?, ?, ?)",
-            [(conversation_id, start + i, it.item_id, it.item) for i, it in enumerate(items)],
-        )
-
-    async def _append_conversation_items(
-        self, tx: Tx, response_id: str, items: Sequence[ItemRow]
-    ) -> None:
-        """Add a finished turn's items to its conversation, if it still exists."""
-        row = await _fetchone(
-            tx.conn,
-            "SELECT c.id FROM responses r JOIN conversations c ON c.id = r.conversation_id"
-            " WHERE r.id = ?",
-            (response_id,),
-        )
-        if row is not None:
-            await self._insert_conversation_items(tx, row[0], items)
-
-    async def _page(
-        self,
-        table: str,
-        owner_column: str,
-        owner_id: str,
-        *,
-        after: str | None,
-        order: Order,
-        limit: int,
-    ) -> tuple[list[ItemRow], bool] | None:
-        direction, cmp = ("ASC", ">") if order == "asc" else ("DESC", "<")
-        params: list[Any] = [owner_id]
-        where = f"{owner_column} = ?"
-        if after is not None:
-            anchor = await self._readers.fetchone(
-                f"SELECT position FROM {table} WHERE {owner_column} = ? AND item_id = ?",
-                (owner_id, after),
-            )
-            if anchor is None:
-                return None
-            where += f" AND position {cmp} ?"
-            params.append(anchor[0])
-        rows = await self._readers.fetchall(
-            f"SELECT item_id, item FROM {table} WHERE {where}"
-            f" ORDER BY position {direction} LIMIT ?",
-            [*params, limit + 1],
-        )
-        page = [ItemRow(r[0], r[1]) for r in rows[:limit]]
-        return page, len(rows) > limit
-
-
-async def _fetchall(
-    conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
-) -> list[sqlite3.Row]:
-    async with conn.execute(sql, tuple(params)) as cur:
-        return list(await cur.fetchall())
-
-
-async def _fetchone(
-    conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
-) -> sqlite3.Row | None:
-    async with conn.execute(sql, tuple(params)) as cur:
-        row: sqlite3.Row | None = await cur.fetchone()
-        return row
 
 
 READERS = 2

@@ -1,0 +1,214 @@
+"""What every part of the SQLite store shares: the connections, the column lists, row
+mappers, and the guarded-write helpers."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import aiosqlite
+
+from ._connection import Readers, Tx, Writer
+from ._errors import LeaseLost, translate_sqlite_errors
+from ._records import (
+    ConversationRecord,
+    EventRow,
+    Fence,
+    ItemRow,
+    JournalEntry,
+    ResponseRecord,
+)
+
+Order = Literal["asc", "desc"]
+T = TypeVar("T")
+TERMINAL = ("completed", "failed", "cancelled", "incomplete")
+_TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'incomplete')"
+
+_RESPONSE_COLUMNS = (
+    "id, tenant, status, background, created_at, params, snapshot, last_seq, lane, "
+    "conversation_id, conversation_upto, previous_response_id, owner, epoch, "
+    "lease_expires_at, cancel_requested, recoveries, step, steer"
+)
+_JOURNAL_COLUMNS = "call_id, tool, arguments, idempotency_key, state, output, attempts"
+
+CommitListener = Callable[[str, int], None]
+
+# A response may start only when no earlier unfinished response shares its lane (G10).
+_LANE_HEAD = (
+    " AND NOT EXISTS (SELECT 1 FROM responses AS earlier WHERE earlier.lane = responses.lane"
+    " AND earlier.rowid < responses.rowid AND earlier.status IN ('queued', 'in_progress'))"
+)
+
+
+def _response(row: sqlite3.Row) -> ResponseRecord:
+    return ResponseRecord(
+        id=row["id"],
+        tenant=row["tenant"],
+        status=row["status"],
+        background=bool(row["background"]),
+        created_at=row["created_at"],
+        params=row["params"],
+        snapshot=row["snapshot"],
+        last_seq=row["last_seq"],
+        lane=row["lane"],
+        conversation_id=row["conversation_id"],
+        conversation_upto=row["conversation_upto"],
+        previous_response_id=row["previous_response_id"],
+        owner=row["owner"],
+        epoch=row["epoch"],
+        lease_expires_at=row["lease_expires_at"],
+        cancel_requested=bool(row["cancel_requested"]),
+        recoveries=row["recoveries"],
+        step=row["step"],
+        steer=row["steer"],
+    )
+
+
+def _entry(row: sqlite3.Row) -> JournalEntry:
+    return JournalEntry(
+        call_id=row["call_id"],
+        tool=row["tool"],
+        arguments=row["arguments"],
+        idempotency_key=row["idempotency_key"],
+        state=row["state"],
+        output=row["output"],
+        attempts=row["attempts"],
+    )
+
+
+def _conversation(row: sqlite3.Row) -> ConversationRecord:
+    return ConversationRecord(
+        id=row["id"], tenant=row["tenant"], created_at=row["created_at"], metadata=row["metadata"]
+    )
+
+
+class StoreBase:
+    """Connections, listeners and helpers; the operations live in the subclasses."""
+
+    def __init__(self, path: Path, writer: Writer, readers: Readers) -> None:
+        self.path = path
+        self._writer = writer
+        self._readers = readers
+        self._listeners: list[CommitListener] = []
+
+    def on_events_committed(self, listener: CommitListener) -> None:
+        self._listeners.append(listener)
+
+    def on_commit(self, listener: Callable[[float, int], None]) -> None:
+        """Call `listener(seconds, operations)` after every group commit."""
+        self._writer.commit_listeners.append(listener)
+
+    def _notify_after(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
+        if events and self._listeners:
+            last = events[-1].seq
+
+            def notify() -> None:
+                for listener in self._listeners:
+                    listener(response_id, last)
+
+            tx.after_commit(notify)
+
+    # -- helpers ----------------------------------------------------------------------
+
+    async def _write(self, what: str, op: Callable[[Tx], Awaitable[T]]) -> T:
+        async def guarded(tx: Tx) -> T:
+            with translate_sqlite_errors(what):
+                return await op(tx)
+
+        return await self._writer.run(guarded)
+
+    async def _check_fence(self, tx: Tx, response_id: str, fence: Fence) -> None:
+        row = await _fetchone(
+            tx.conn,
+            "SELECT 1 FROM responses WHERE id = ? AND owner = ? AND epoch = ?"
+            f" AND status NOT IN {_TERMINAL_SQL}",
+            (response_id, fence.owner, fence.epoch),
+        )
+        if row is None:
+            raise LeaseLost(f"response {response_id} is no longer held by {fence}")
+
+    async def _insert_events(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
+        if not events:
+            return
+        with translate_sqlite_errors("append events"):
+            await tx.conn.executemany(
+                "INSERT INTO events (response_id, seq, type, data) VALUES (?, ?, ?, ?)",
+                [(response_id, e.seq, e.type, e.data) for e in events],
+            )
+        self._notify_after(tx, response_id, events)
+
+    async def _insert_conversation_items(
+        self, tx: Tx, conversation_id: str, items: Sequence[ItemRow]
+    ) -> None:
+        row = await _fetchone(
+            tx.conn,
+            "SELECT coalesce(max(position) + 1, 0) FROM conversation_items"
+            " WHERE conversation_id = ?",
+            (conversation_id,),
+        )
+        start = int(row[0]) if row else 0
+        await tx.conn.executemany(
+            "INSERT INTO conversation_items (conversation_id, position, item_id, item)"
+            " VALUES (?, ?, ?, ?)",
+            [(conversation_id, start + i, it.item_id, it.item) for i, it in enumerate(items)],
+        )
+
+    async def _append_conversation_items(
+        self, tx: Tx, response_id: str, items: Sequence[ItemRow]
+    ) -> None:
+        """Add a finished turn's items to its conversation, if it still exists."""
+        row = await _fetchone(
+            tx.conn,
+            "SELECT c.id FROM responses r JOIN conversations c ON c.id = r.conversation_id"
+            " WHERE r.id = ?",
+            (response_id,),
+        )
+        if row is not None:
+            await self._insert_conversation_items(tx, row[0], items)
+
+    async def _page(
+        self,
+        table: str,
+        owner_column: str,
+        owner_id: str,
+        *,
+        after: str | None,
+        order: Order,
+        limit: int,
+    ) -> tuple[list[ItemRow], bool] | None:
+        direction, cmp = ("ASC", ">") if order == "asc" else ("DESC", "<")
+        params: list[Any] = [owner_id]
+        where = f"{owner_column} = ?"
+        if after is not None:
+            anchor = await self._readers.fetchone(
+                f"SELECT position FROM {table} WHERE {owner_column} = ? AND item_id = ?",
+                (owner_id, after),
+            )
+            if anchor is None:
+                return None
+            where += f" AND position {cmp} ?"
+            params.append(anchor[0])
+        rows = await self._readers.fetchall(
+            f"SELECT item_id, item FROM {table} WHERE {where}"
+            f" ORDER BY position {direction} LIMIT ?",
+            [*params, limit + 1],
+        )
+        page = [ItemRow(r[0], r[1]) for r in rows[:limit]]
+        return page, len(rows) > limit
+
+
+async def _fetchall(
+    conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
+) -> list[sqlite3.Row]:
+    async with conn.execute(sql, tuple(params)) as cur:
+        return list(await cur.fetchall())
+
+
+async def _fetchone(
+    conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
+) -> sqlite3.Row | None:
+    async with conn.execute(sql, tuple(params)) as cur:
+        row: sqlite3.Row | None = await cur.fetchone()
+        return row

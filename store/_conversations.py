@@ -1,0 +1,119 @@
+"""The conversations API's storage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._base import Order, StoreBase, _conversation, _fetchone
+from ._connection import Tx
+from ._records import ConversationRecord, ItemRow
+
+
+class ConversationStore(StoreBase):
+    async def create_conversation(
+        self, conversation: ConversationRecord, items: Sequence[ItemRow]
+    ) -> None:
+        async def op(tx: Tx) -> None:
+            await tx.conn.execute(
+                "INSERT INTO conversations (id, tenant, created_at, metadata) VALUES (?, ?, ?, ?)",
+                (
+                    conversation.id,
+                    conversation.tenant,
+                    conversation.created_at,
+                    conversation.metadata,
+                ),
+            )
+            await self._insert_conversation_items(tx, conversation.id, items)
+
+        await self._write("create conversation", op)
+
+    async def get_conversation(
+        self, conversation_id: str, tenant: str
+    ) -> ConversationRecord | None:
+        row = await self._readers.fetchone(
+            "SELECT id, tenant, created_at, metadata FROM conversations"
+            " WHERE id = ? AND tenant = ?",
+            (conversation_id, tenant),
+        )
+        return _conversation(row) if row else None
+
+    async def update_conversation(
+        self, conversation_id: str, tenant: str, metadata: str
+    ) -> ConversationRecord | None:
+        async def op(tx: Tx) -> ConversationRecord | None:
+            row = await _fetchone(
+                tx.conn,
+                "UPDATE conversations SET metadata = ? WHERE id = ? AND tenant = ?"
+                " RETURNING id, tenant, created_at, metadata",
+                (metadata, conversation_id, tenant),
+            )
+            return _conversation(row) if row else None
+
+        return await self._write("update conversation", op)
+
+    async def delete_conversation(self, conversation_id: str, tenant: str) -> bool:
+        async def op(tx: Tx) -> bool:
+            cur = await tx.conn.execute(
+                "DELETE FROM conversations WHERE id = ? AND tenant = ?", (conversation_id, tenant)
+            )
+            return cur.rowcount == 1
+
+        return await self._write("delete conversation", op)
+
+    async def add_conversation_items(
+        self, conversation_id: str, tenant: str, items: Sequence[ItemRow]
+    ) -> bool:
+        """Append items; False if the conversation does not exist."""
+
+        async def op(tx: Tx) -> bool:
+            row = await _fetchone(
+                tx.conn,
+                "SELECT 1 FROM conversations WHERE id = ? AND tenant = ?",
+                (conversation_id, tenant),
+            )
+            if row is None:
+                return False
+            await self._insert_conversation_items(tx, conversation_id, items)
+            return True
+
+        return await self._write("add conversation items", op)
+
+    async def list_conversation_items(
+        self, conversation_id: str, *, after: str | None, order: Order, limit: int
+    ) -> tuple[list[ItemRow], bool] | None:
+        return await self._page(
+            "conversation_items",
+            "conversation_id",
+            conversation_id,
+            after=after,
+            order=order,
+            limit=limit,
+        )
+
+    async def get_conversation_item(self, conversation_id: str, item_id: str) -> ItemRow | None:
+        row = await self._readers.fetchone(
+            "SELECT item_id, item FROM conversation_items"
+            " WHERE conversation_id = ? AND item_id = ?",
+            (conversation_id, item_id),
+        )
+        return ItemRow(row[0], row[1]) if row else None
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
+        async def op(tx: Tx) -> bool:
+            cur = await tx.conn.execute(
+                "DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?",
+                (conversation_id, item_id),
+            )
+            return cur.rowcount == 1
+
+        return await self._write("delete conversation item", op)
+
+    async def conversation_history(self, conversation_id: str, upto: int | None) -> list[str]:
+        """Item JSON texts of a conversation, oldest first; with `upto`, only the items
+        that were in it when a turn started (position < upto)."""
+        rows = await self._readers.fetchall(
+            "SELECT item FROM conversation_items WHERE conversation_id = ? AND position < ?"
+            " ORDER BY position",
+            (conversation_id, upto if upto is not None else 2**62),
+        )
+        return [r[0] for r in rows]

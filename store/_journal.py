@@ -1,0 +1,96 @@
+"""Step records and the tool journal (durability.md: step record, journal entry)."""
+
+from __future__ import annotations
+
+import time
+
+from ._base import _JOURNAL_COLUMNS, StoreBase, _entry
+from ._connection import Tx
+from ._errors import Conflict
+from ._records import Fence, JournalEntry
+
+
+class JournalStore(StoreBase):
+    async def record_step(self, response_id: str, fence: Fence, step: int, items: str) -> None:
+        """Commit a step's model output (its function calls) before any tool of it runs."""
+
+        async def op(tx: Tx) -> None:
+            await self._check_fence(tx, response_id, fence)
+            await tx.conn.execute(
+                "INSERT INTO steps (response_id, step, items) VALUES (?, ?, ?)",
+                (response_id, step, items),
+            )
+
+        await self._write("record step", op)
+
+    async def get_step(self, response_id: str, step: int) -> str | None:
+        row = await self._readers.fetchone(
+            "SELECT items FROM steps WHERE response_id = ? AND step = ?", (response_id, step)
+        )
+        return str(row[0]) if row else None
+
+    async def journal(self, response_id: str) -> list[JournalEntry]:
+        rows = await self._readers.fetchall(
+            f"SELECT {_JOURNAL_COLUMNS} FROM journal WHERE response_id = ? ORDER BY created_at",
+            (response_id,),
+        )
+        return [_entry(r) for r in rows]
+
+    async def claim_call(
+        self,
+        response_id: str,
+        fence: Fence,
+        *,
+        call_id: str,
+        tool: str,
+        arguments: str,
+        idempotency_key: str,
+        state: str = "claimed",
+        output: str | None = None,
+    ) -> None:
+        """Write a call's journal entry: `claimed` before its body starts, or directly
+        `errored` for a call that will not run. Conflict if the call is journaled already."""
+
+        async def op(tx: Tx) -> None:
+            await self._check_fence(tx, response_id, fence)
+            now = time.time()
+            await tx.conn.execute(
+                "INSERT INTO journal (response_id, call_id, tool, arguments, idempotency_key,"
+                " state, output, attempts, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                (response_id, call_id, tool, arguments, idempotency_key, state, output, now, now),
+            )
+
+        await self._write("claim call", op)
+
+    async def reclaim_call(self, response_id: str, fence: Fence, call_id: str) -> None:
+        """Count one more attempt of an ambiguous call that is safe to run again."""
+
+        async def op(tx: Tx) -> None:
+            await self._check_fence(tx, response_id, fence)
+            cur = await tx.conn.execute(
+                "UPDATE journal SET attempts = attempts + 1, updated_at = ?"
+                " WHERE response_id = ? AND call_id = ? AND state = 'claimed'",
+                (time.time(), response_id, call_id),
+            )
+            if cur.rowcount != 1:
+                raise Conflict(f"call {call_id} of {response_id} is not claimed")
+
+        await self._write("reclaim call", op)
+
+    async def finish_call(
+        self, response_id: str, fence: Fence, call_id: str, *, state: str, output: str
+    ) -> None:
+        """Record a claimed call's output (`completed` or `errored`); it never runs again."""
+
+        async def op(tx: Tx) -> None:
+            await self._check_fence(tx, response_id, fence)
+            cur = await tx.conn.execute(
+                "UPDATE journal SET state = ?, output = ?, updated_at = ?"
+                " WHERE response_id = ? AND call_id = ? AND state = 'claimed'",
+                (state, output, time.time(), response_id, call_id),
+            )
+            if cur.rowcount != 1:
+                raise Conflict(f"call {call_id} of {response_id} is not claimed")
+
+        await self._write("finish call", op)
