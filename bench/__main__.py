@@ -1,0 +1,3 @@
+from bench._cli import main
+
+main()

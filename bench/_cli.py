@@ -1,0 +1,144 @@
+"""`python -m bench`: run the workloads, print the table, write the JSON results."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import _workloads as w
+from ._procs import REPO
+from ._report import Row, table, write_json
+from ._sizes import SIZES
+
+WORKLOADS = (
+    "poll",
+    "create",
+    "stream",
+    "background",
+    "durability",
+    "recovery",
+    "memory",
+    "scale",
+    "ceiling",
+)
+NEEDS_OWN_SERVER = {"recovery", "memory", "scale"}  # they kill, measure or fill the server
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description="durable-responses benchmark suite (bench/README.md)"
+    )
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument(
+        "--base-url",
+        help="measure this server instead of starting one (poll, create, stream, background, "
+        "durability; the ceiling still runs locally; recovery, memory, scale are skipped)",
+    )
+    parser.add_argument("--runs", type=int, help="runs per figure (default: by size)")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "latest.json")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=WORKLOADS,
+        metavar="WORKLOAD",
+        help=f"run only these workloads ({', '.join(WORKLOADS)})",
+    )
+    args = parser.parse_args(argv)
+    if args.runs is not None and not 1 <= args.runs <= 50:
+        parser.error("--runs must be between 1 and 50")
+    return args
+
+
+def _raise_fd_limit() -> None:
+    """Children inherit it: 1,000 streams need more than the usual 1,024 descriptors."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 16_384 if hard == resource.RLIM_INFINITY else min(hard, 16_384)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def _meta(args: argparse.Namespace) -> dict[str, Any]:
+    size = SIZES[args.size].with_runs(args.runs)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, check=False
+    ).stdout.decode()
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "size": args.size,
+        "runs": size.runs,
+        "heavy_runs": size.heavy_runs,
+        "base_url": args.base_url,
+        "commit": commit.strip(),
+        "cpus": os.cpu_count(),
+        "machine": f"{platform.machine()} {platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+    }
+
+
+def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Row]]:
+    size = SIZES[args.size].with_runs(args.runs)
+    chosen = set(args.only or WORKLOADS)
+    if args.base_url:
+        skipped = chosen & NEEDS_OWN_SERVER
+        if skipped:
+            print(f"skipping {', '.join(sorted(skipped))}: they need a server the bench starts")
+        chosen -= NEEDS_OWN_SERVER
+    details: dict[str, Any] = {}
+    rows: list[Row] = []
+    _raise_fd_limit()
+    with tempfile.TemporaryDirectory(prefix="durable-bench-") as tmp:
+        bench = w.Bench(size, Path(tmp), args.base_url)
+        try:
+            main = w.main_server(bench) if chosen - NEEDS_OWN_SERVER else None
+            steps: list[tuple[set[str], str, Callable[[], w.Result]]] = [
+                ({"poll", "ceiling"}, "poll+ceiling", lambda: w.poll_and_ceiling(bench, main)),
+                ({"create"}, "create", lambda: w.create(bench, main)),
+                (
+                    {"stream", "durability"},
+                    "stream+durability",
+                    lambda: w.stream_and_durability(bench, main),
+                ),
+                ({"background"}, "background", lambda: w.background(bench, main)),
+                ({"recovery"}, "recovery", lambda: w.recovery(bench)),
+                ({"memory"}, "memory", lambda: w.memory(bench)),
+                ({"scale"}, "scale", lambda: w.scale(bench)),
+            ]
+            for names, label, step in steps:
+                if not names & chosen:
+                    continue
+                began = time.monotonic()
+                print(f"running {label} ...", flush=True)
+                details[label], more = step()
+                rows += more
+                print(f"  done in {time.monotonic() - began:.1f}s", flush=True)
+        finally:
+            bench.close()
+    return details, rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    began = time.monotonic()
+    details, rows = run(args)
+    meta = _meta(args)
+    meta["seconds"] = round(time.monotonic() - began, 1)
+    print()
+    print(
+        f"durable-responses bench, size {args.size}, median of {meta['runs']} runs "
+        f"({meta['heavy_runs']} for recovery and memory), "
+        f"{meta['date']}, {meta['cpus']} CPUs ({meta['machine']})"
+    )
+    print(table(rows))
+    write_json(args.out, meta, details, rows)
+    print(f"\nresults written to {args.out}")
+    sys.stdout.flush()

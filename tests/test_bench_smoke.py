@@ -1,0 +1,70 @@
+"""The benchmark suite runs end to end in its tiny "smoke" size, so it cannot rot.
+
+Only the shape of the output is checked: a table and a JSON file covering every
+workload. Performance targets belong to the benchmark's own table, never to a test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WORKLOADS = (
+    "poll",
+    "create",
+    "stream",
+    "background",
+    "durability cost",
+    "recovery",
+    "memory",
+    "scale",
+    "ceiling",
+)
+
+
+@pytest.mark.timeout(120)
+def test_smoke_size_prints_a_table_and_writes_every_workload(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--size", "smoke", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    header = next(line for line in done.stdout.splitlines() if line.startswith("| workload"))
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "workload",
+        "metric",
+        "median",
+        "target",
+        "met",
+    ]
+    table_workloads = {
+        line.split("|")[1].strip() for line in done.stdout.splitlines() if line.startswith("| ")
+    }
+    assert set(WORKLOADS) <= table_workloads
+
+    results = json.loads(out.read_text())
+    assert results["meta"]["size"] == "smoke"
+    assert {row["workload"] for row in results["rows"]} >= set(WORKLOADS)
+    assert all(
+        row["value"] is None or isinstance(row["value"], int | float) for row in results["rows"]
+    )
+    assert set(results["workloads"]) == {
+        "poll+ceiling",
+        "create",
+        "stream+durability",
+        "background",
+        "recovery",
+        "memory",
+        "scale",
+    }
