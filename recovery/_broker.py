@@ -8,7 +8,6 @@ events by polling the log every `poll_interval` seconds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import OrderedDict
 
 
@@ -27,16 +26,19 @@ class Broker:
             if not fut.done():
                 fut.set_result(None)
 
-    async def wait(self, response_id: str, after: int, seconds: float) -> None:
-        """Return when an event after `after` may exist, or after `seconds`."""
+    async def wait(self, response_id: str, after: int, seconds: float) -> bool:
+        """Return True when an event after `after` was committed here, or False after
+        `seconds` (an event may still have been written by another process)."""
         if self._latest.get(response_id, -1) > after:
-            return
+            return True
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiters = self._waiters.setdefault(response_id, [])
         waiters.append(fut)
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(fut, seconds)
+            await asyncio.wait_for(fut, seconds)
+            return True
+        except TimeoutError:
+            return False
         finally:
             if fut in waiters:
                 waiters.remove(fut)

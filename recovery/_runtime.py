@@ -91,6 +91,7 @@ class Runtime:
         self._broker = Broker()
         store.on_events_committed(self._broker.notify)
         self._runners: dict[str, TurnRunner] = {}
+        self._starting: set[str] = set()  # claimed or recovered by a scan, not yet running
         self._tasks: set[asyncio.Task[None]] = set()
         self._tg: asyncio.TaskGroup | None = None
         self.ready = asyncio.Event()  # set when the first recovery scan is done
@@ -150,13 +151,20 @@ class Runtime:
         """Start every unfinished response nobody holds; return how many were found."""
         orphans = await self.store.orphans()
         for response_id, status in orphans:
-            if response_id in self._runners:
-                continue
+            if response_id in self._runners or response_id in self._starting:
+                continue  # driven here, or about to be: not an orphan for this process
+            self._starting.add(response_id)
             if status == ResponseStatus.QUEUED:
-                self._spawn(self._claim_and_run(response_id))
+                self._spawn(self._starting_done(response_id, self._claim_and_run(response_id)))
             else:
-                self._spawn(self._recover(response_id))
+                self._spawn(self._starting_done(response_id, self._recover(response_id)))
         return len(orphans)
+
+    async def _starting_done(self, response_id: str, start: Coroutine[Any, Any, None]) -> None:
+        try:
+            await start
+        finally:
+            self._starting.discard(response_id)
 
     async def _purge_forever(self) -> None:
         while True:
@@ -507,6 +515,7 @@ class Runtime:
         """The response's events after `after`, from the log, then live until the terminal
         event (G7). Ends at once if the response is already past `after` and terminal."""
         poll = self.settings.poll_interval
+        check_status = True
         while True:
             rows = await self.store.read_events(response_id, after)
             for row in rows:
@@ -516,12 +525,16 @@ class Runtime:
                     return
             if rows:
                 continue
-            record = await self.store.get_response(response_id, tenant)
-            if record is None or ResponseStatus(record.status).is_terminal:
-                if not await self.store.read_events(response_id, after, limit=1):
-                    return
-                continue
-            await self._broker.wait(response_id, after, poll)
+            if check_status:
+                record = await self.store.get_response(response_id, tenant)
+                if record is None or ResponseStatus(record.status).is_terminal:
+                    if not await self.store.read_events(response_id, after, limit=1):
+                        return
+                    continue
+            # Driven here: every commit wakes us, so polling is only a fallback.
+            local = response_id in self._runners
+            woke = await self._broker.wait(response_id, after, poll * 20 if local else poll)
+            check_status = not woke
 
     # -- cancel and delete --------------------------------------------------------------
 

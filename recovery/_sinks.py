@@ -34,6 +34,10 @@ class Sink(Protocol):
 
 
 class DurableSink:
+    """Events go to the store's group commit. Events emitted while an append waits for the
+    writer join that append, so a fast stream costs one operation per commit, not one per
+    event."""
+
     durable = True
 
     def __init__(self, store: SQLiteStore, response_id: str, fence: Fence) -> None:
@@ -41,11 +45,22 @@ class DurableSink:
         self._response_id = response_id
         self._fence = fence
         self._pending: list[asyncio.Future[None]] = []
+        self._buffer: list[EventRow] = []
+        self._append_waiting = False
 
     def emit(self, events: Sequence[Event]) -> None:
-        if events:
-            rows = [encode(e) for e in events]
-            self._pending.append(self._store.append_events(self._response_id, self._fence, rows))
+        if not events:
+            return
+        self._buffer.extend(encode(e) for e in events)
+        if not self._append_waiting:
+            self._append_waiting = True
+            append = self._store.append_events(self._response_id, self._fence, self._take)
+            self._pending.append(append)
+
+    def _take(self) -> list[EventRow]:
+        self._append_waiting = False
+        rows, self._buffer = self._buffer, []
+        return rows
 
     async def flush(self) -> None:
         pending, self._pending = self._pending, []

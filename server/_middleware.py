@@ -3,6 +3,7 @@ defence that turns an unexpected exception into a 500 envelope (never a tracebac
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import secrets
@@ -12,6 +13,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._logging import current_request_id
 
 log = logging.getLogger("server")
+
+# Request ids only need to be unique, not secret: a per-process prefix and a counter are
+# cheaper than random bytes on every request.
+_PROCESS = secrets.token_hex(6)
+_SEQUENCE = itertools.count()
 
 _SERVER_ERROR = json.dumps(
     {
@@ -33,7 +39,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = "req_" + secrets.token_hex(16)
+        request_id = f"req_{_PROCESS}{next(_SEQUENCE):012x}"
         scope.setdefault("state", {})["request_id"] = request_id
         current_request_id.set(request_id)
         started = False

@@ -112,12 +112,14 @@ class StoreBase:
 
     # -- helpers ----------------------------------------------------------------------
 
-    async def _write(self, what: str, op: Callable[[Tx], Awaitable[T]]) -> T:
+    async def _write(
+        self, what: str, op: Callable[[Tx], Awaitable[T]], *, urgent: bool = False
+    ) -> T:
         async def guarded(tx: Tx) -> T:
             with translate_sqlite_errors(what):
                 return await op(tx)
 
-        return await self._writer.run(guarded)
+        return await self._writer.run(guarded, urgent=urgent)
 
     async def _check_fence(self, tx: Tx, response_id: str, fence: Fence) -> None:
         row = await _fetchone(
@@ -202,13 +204,12 @@ class StoreBase:
 async def _fetchall(
     conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
 ) -> list[sqlite3.Row]:
-    async with conn.execute(sql, tuple(params)) as cur:
-        return list(await cur.fetchall())
+    # execute_fetchall: one hop to the connection's thread (execute, fetch and close).
+    return list(await conn.execute_fetchall(sql, tuple(params)))
 
 
 async def _fetchone(
     conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
 ) -> sqlite3.Row | None:
-    async with conn.execute(sql, tuple(params)) as cur:
-        row: sqlite3.Row | None = await cur.fetchone()
-        return row
+    rows = await _fetchall(conn, sql, params)
+    return rows[0] if rows else None

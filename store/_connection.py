@@ -15,6 +15,7 @@ import logging
 import random
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import cycle
@@ -44,6 +45,10 @@ class Tx:
     def after_commit(self, fn: Callable[[], None]) -> None:
         self._after.append(fn)
 
+    def run_hooks(self) -> None:
+        for hook in self._after:
+            hook()
+
 
 Operation = Callable[[Tx], Awaitable[T]]
 
@@ -69,47 +74,55 @@ async def connect(path: Path, *, readonly: bool = False) -> aiosqlite.Connection
 
 
 class Writer:
-    """The process's single writer connection, committing queued operations in groups."""
+    """The process's single writer connection, committing queued operations in groups.
+
+    A batch runs in one transaction with no per-operation savepoint (each statement is a
+    hop to aiosqlite's thread, so fewer is faster). If an operation fails, the batch is
+    rolled back and its operations are committed one by one, so that the failure is
+    reported to its own caller only; operations are pure functions of the database
+    state, so running one again after a rollback is safe.
+    """
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
         self.commit_listeners: list[Callable[[float, int], None]] = []  # (seconds, operations)
-        # None is the stop sentinel: everything queued before it is committed first.
-        self._queue: asyncio.Queue[tuple[Operation[Any], asyncio.Future[Any]] | None] = (
-            asyncio.Queue()
-        )
+        self._queue: deque[tuple[Operation[Any], asyncio.Future[Any]]] = deque()
+        self._urgent: deque[tuple[Operation[Any], asyncio.Future[Any]]] = deque()
+        self._ready = asyncio.Event()
+        self._stopping = False
 
-    def submit(self, op: Operation[T]) -> asyncio.Future[T]:
-        """Queue an operation; the future resolves after its transaction commits."""
+    def submit(self, op: Operation[T], *, urgent: bool = False) -> asyncio.Future[T]:
+        """Queue an operation; the future resolves after its transaction commits. An
+        `urgent` one (a lease renewal) goes into the next batch, ahead of the queue."""
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((op, fut))
+        (self._urgent if urgent else self._queue).append((op, fut))
+        self._ready.set()
         return fut
 
-    async def run(self, op: Operation[T]) -> T:
+    async def run(self, op: Operation[T], *, urgent: bool = False) -> T:
         # shield: cancelling the caller must not cancel the future the writer resolves.
-        return await asyncio.shield(self.submit(op))
+        return await asyncio.shield(self.submit(op, urgent=urgent))
 
     async def serve(self) -> None:
         """Commit batches until `stop`. Runs as a task of the store's task group."""
         while True:
-            first = await self._queue.get()
-            if first is None:
-                return
-            batch = [first]
-            stopping = False
-            while len(batch) < MAX_BATCH and not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
+            if not self._queue and not self._urgent:
+                if self._stopping:
+                    return
+                self._ready.clear()
+                await self._ready.wait()
+                continue
+            batch: list[tuple[Operation[Any], asyncio.Future[Any]]] = []
+            while self._urgent and len(batch) < MAX_BATCH:
+                batch.append(self._urgent.popleft())
+            while self._queue and len(batch) < MAX_BATCH:
+                batch.append(self._queue.popleft())
             await self._commit(batch)
-            if stopping:
-                return
 
     def stop(self) -> None:
         """Let `serve` return once everything queued so far is committed."""
-        self._queue.put_nowait(None)
+        self._stopping = True
+        self._ready.set()
 
     async def _begin(self) -> None:
         for attempt in range(BEGIN_RETRIES):
@@ -124,46 +137,73 @@ class Writer:
                 await asyncio.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
 
     async def _commit(self, batch: list[tuple[Operation[Any], asyncio.Future[Any]]]) -> None:
-        tx = Tx(self._conn)
         started = time.perf_counter()
-        results: list[tuple[bool, Any]] = []
-        savepoints = len(batch) > 1
         try:
-            await self._begin()
-            for op, _ in batch:
-                if savepoints:
-                    await self._conn.execute("SAVEPOINT op")
-                try:
-                    results.append((True, await op(tx)))
-                except Exception as exc:
-                    if not savepoints:
-                        raise
-                    await self._conn.execute("ROLLBACK TO op")
-                    results.append((False, exc))
-                if savepoints:
-                    await self._conn.execute("RELEASE op")
-            await self._conn.execute("COMMIT")
+            tx, results = await self._transaction([op for op, _ in batch])
+        except _OperationFailed:
+            for item in batch:  # isolate the failure: one transaction each
+                await self._commit_alone(item)
+            return
         except BaseException as exc:
-            await _quiet_rollback(self._conn)
-            error = exc if isinstance(exc, StoreError) else _as_store_error(exc)
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(error)
+            self._fail(batch, exc)
             if not isinstance(exc, Exception):
                 raise
             return
         elapsed = time.perf_counter() - started
         for listener in self.commit_listeners:
             listener(elapsed, len(batch))
-        for hook in tx._after:
-            hook()
-        for (ok, value), (_, fut) in zip(results, batch, strict=True):
-            if fut.done():
-                continue
-            if ok:
+        tx.run_hooks()
+        for value, (_, fut) in zip(results, batch, strict=True):
+            if not fut.done():
                 fut.set_result(value)
-            else:
-                fut.set_exception(value)
+
+    async def _commit_alone(self, item: tuple[Operation[Any], asyncio.Future[Any]]) -> None:
+        op, fut = item
+        try:
+            tx, (value,) = await self._transaction([op])
+        except _OperationFailed as failed:
+            if not fut.done():
+                fut.set_exception(failed.error)
+            return
+        except BaseException as exc:
+            self._fail([item], exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        tx.run_hooks()
+        if not fut.done():
+            fut.set_result(value)
+
+    async def _transaction(self, ops: list[Operation[Any]]) -> tuple[Tx, list[Any]]:
+        """Run `ops` in one transaction and commit; roll back and raise on any failure
+        (_OperationFailed when an operation raised an ordinary exception)."""
+        tx = Tx(self._conn)
+        try:
+            await self._begin()
+            results = []
+            for op in ops:
+                try:
+                    results.append(await op(tx))
+                except Exception as exc:
+                    raise _OperationFailed(exc) from exc
+            await self._conn.execute("COMMIT")
+        except BaseException:
+            await _quiet_rollback(self._conn)
+            raise
+        return tx, results
+
+    @staticmethod
+    def _fail(batch: list[tuple[Operation[Any], asyncio.Future[Any]]], exc: BaseException) -> None:
+        error = exc if isinstance(exc, StoreError) else _as_store_error(exc)
+        for _, fut in batch:
+            if not fut.done():
+                fut.set_exception(error)
+
+
+class _OperationFailed(Exception):
+    def __init__(self, error: Exception) -> None:
+        super().__init__(repr(error))
+        self.error = error
 
 
 def _as_store_error(exc: BaseException) -> StoreError:
@@ -188,15 +228,13 @@ class Readers:
         self._next = cycle(conns)
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
-        conn = next(self._next)
-        async with conn.execute(sql, tuple(params)) as cur:
-            return list(await cur.fetchall())
+        # execute_fetchall: one hop to the connection's thread (execute, fetch and close).
+        rows = await next(self._next).execute_fetchall(sql, tuple(params))
+        return list(rows)
 
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Row | None:
-        conn = next(self._next)
-        async with conn.execute(sql, tuple(params)) as cur:
-            row: sqlite3.Row | None = await cur.fetchone()
-            return row
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
 
 
 async def migrate(conn: aiosqlite.Connection, migrations: tuple[str, ...]) -> int:

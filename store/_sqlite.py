@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -200,19 +200,21 @@ class SQLiteStore(ConversationStore, JournalStore):
                 tx.conn,
                 "UPDATE responses SET status = 'in_progress', owner = ?, epoch = epoch + 1,"
                 " lease_expires_at = ?, updated_at = ?,"
-                # A lease released by a graceful shutdown is a hand-over, not a crash.
-                " recoveries = recoveries + (CASE WHEN owner IS NULL THEN 0 ELSE 1 END),"
+                # A lease released by a graceful shutdown is a hand-over, not a crash;
+                # one of this process's own (an expired renewal) is not a crash either.
+                " recoveries = recoveries"
+                " + (CASE WHEN owner IS NULL OR owner = ? THEN 0 ELSE 1 END),"
                 " snapshot = json_set(snapshot, '$.status', 'in_progress')"
                 " WHERE id = ? AND status = 'in_progress'"
                 " AND (owner IS NULL OR lease_expires_at < ?)"
                 f" RETURNING {_RESPONSE_COLUMNS}",
-                (owner, now + lease_ttl, now, response_id, now),
+                (owner, now + lease_ttl, now, owner, response_id, now),
             )
             return _response(row) if row else None
 
         return await self._write("recover response", op)
 
-    async def orphans(self, limit: int = 500) -> list[tuple[str, str]]:
+    async def orphans(self, limit: int = 5000) -> list[tuple[str, str]]:
         """(id, status) of unfinished responses nobody holds: queued ones at the head of
         their lane, and running ones whose lease expired. Oldest first."""
         rows = await self._readers.fetchall(
@@ -289,7 +291,8 @@ class SQLiteStore(ConversationStore, JournalStore):
                 (time.time() + lease_ttl, owner),
             )
 
-        await self._write("renew leases", op)
+        # Urgent: behind a long queue of writes a process must not lose its own leases.
+        await self._write("renew leases", op, urgent=True)
 
     async def release_leases(self, owner: str) -> None:
         """Give up `owner`'s leases now, so another process resumes without waiting."""
@@ -314,13 +317,22 @@ class SQLiteStore(ConversationStore, JournalStore):
         return [(r[0], "cancelled" if r[1] else r[2]) for r in rows]
 
     def append_events(
-        self, response_id: str, fence: Fence, events: Sequence[EventRow]
+        self,
+        response_id: str,
+        fence: Fence,
+        events: Sequence[EventRow] | Callable[[], Sequence[EventRow]],
     ) -> asyncio.Future[None]:
-        """Queue events for the next group commit; the future resolves once committed."""
+        """Queue events for the next group commit; the future resolves once committed.
+        `events` may be a function called when the commit runs, so that one operation
+        carries every event emitted until then."""
+        taken: Sequence[EventRow] | None = None
 
         async def op(tx: Tx) -> None:
+            nonlocal taken
+            if taken is None:  # once: the writer may run an operation again
+                taken = events() if callable(events) else events
             await self._check_fence(tx, response_id, fence)
-            await self._insert_events(tx, response_id, events)
+            await self._insert_events(tx, response_id, taken)
 
         return self._writer.submit(op)
 
