@@ -78,8 +78,10 @@ class TurnRunner:
         record: ResponseRecord,
         fence: Fence,
         sink: Sink,
+        fresh: bool = False,
     ) -> None:
         self._runtime = runtime
+        self._fresh = fresh  # just created and claimed here: nothing to restore
         self._store = runtime.store
         self._agent = agent
         self._model = model
@@ -229,7 +231,11 @@ class TurnRunner:
             sink.emit([emitter.lifecycle("response.created")])
             sink.emit([emitter.lifecycle("response.in_progress")])
             return
-        committed = await self._store.read_events(self.response_id, self._record.last_seq, 100_000)
+        committed = (
+            []
+            if self._fresh
+            else await self._store.read_events(self.response_id, self._record.last_seq, 100_000)
+        )
         closing = restore(emitter, committed)
         emitter.set_status(ResponseStatus.IN_PROGRESS)
         if emitter.next_seq == 2:  # only created + queued so far: this is the first run

@@ -262,8 +262,11 @@ class Runtime:
             request_hash=request_hash,
         )
         items = [ItemRow(item["id"], _dumps(item)) for item in params["input"]]
+        claim_for = (self.owner, self.settings.lease_ttl) if new.background else None
         try:
-            record, created = await self.store.create_response(new, items, events, admission)
+            record, created, claimed = await self.store.create_response(
+                new, items, events, admission, claim_for
+            )
         except LaneBusy:
             raise LaneLocked(
                 "Another turn of this conversation is still running, and this request's "
@@ -281,6 +284,12 @@ class Runtime:
         current_response_id.set(record.id)
         if created:
             fp.failpoint(fp.ACCEPTED)
+            if claimed is not None:  # claimed in the create transaction: run it now
+                fence = Fence(self.owner, claimed.epoch)
+                sink = DurableSink(self.store, claimed.id, fence)
+                self._spawn(self._drive(self._runner(claimed, sink, fence, fresh=True)))
+            elif new.background:
+                self._spawn(self._claim_and_run(record.id))
             if admission.steer is not None:  # the lane's running turn, not those waiting
                 for runner in list(self._runners.values()):
                     if runner.lane == lane and runner.started:
@@ -407,9 +416,6 @@ class Runtime:
 
     # -- run ----------------------------------------------------------------------------
 
-    def start_background(self, response_id: str) -> None:
-        self._spawn(self._claim_and_run(response_id))
-
     async def _claim_and_run(self, response_id: str) -> None:
         record = await self.store.claim(response_id, self.owner, self.settings.lease_ttl)
         if record is None:
@@ -427,10 +433,21 @@ class Runtime:
         return runner, sink
 
     def _runner(
-        self, record: ResponseRecord, sink: DurableSink | MemorySink, fence: Fence
+        self,
+        record: ResponseRecord,
+        sink: DurableSink | MemorySink,
+        fence: Fence,
+        *,
+        fresh: bool = False,
     ) -> TurnRunner:
         runner = TurnRunner(
-            runtime=self, agent=self.agent, model=self.model, record=record, fence=fence, sink=sink
+            runtime=self,
+            agent=self.agent,
+            model=self.model,
+            record=record,
+            fence=fence,
+            sink=sink,
+            fresh=fresh,
         )
         self._runners[record.id] = runner
         return runner

@@ -54,8 +54,7 @@ async def create_response(request: Request) -> Response:
     stream = bool(params.get("stream"))
     if not created:
         return await _created_before(request, record, stream)
-    if record.background:
-        runtime.start_background(record.id)
+    if record.background:  # the runtime started it, here or behind its lane
         if stream:
             return stream_to(request, runtime.follow(record.id, who, -1))
         return raw_json(record.snapshot)

@@ -4,11 +4,9 @@ mappers, and the guarded-write helpers."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
-
-import aiosqlite
 
 from ._connection import Readers, Tx, Writer
 from ._errors import LeaseLost, translate_sqlite_errors
@@ -112,17 +110,15 @@ class StoreBase:
 
     # -- helpers ----------------------------------------------------------------------
 
-    async def _write(
-        self, what: str, op: Callable[[Tx], Awaitable[T]], *, urgent: bool = False
-    ) -> T:
-        async def guarded(tx: Tx) -> T:
+    async def _write(self, what: str, op: Callable[[Tx], T], *, urgent: bool = False) -> T:
+        def guarded(tx: Tx) -> T:
             with translate_sqlite_errors(what):
-                return await op(tx)
+                return op(tx)
 
         return await self._writer.run(guarded, urgent=urgent)
 
-    async def _check_fence(self, tx: Tx, response_id: str, fence: Fence) -> None:
-        row = await _fetchone(
+    def _check_fence(self, tx: Tx, response_id: str, fence: Fence) -> None:
+        row = _fetchone(
             tx.conn,
             "SELECT 1 FROM responses WHERE id = ? AND owner = ? AND epoch = ?"
             f" AND status NOT IN {_TERMINAL_SQL}",
@@ -131,44 +127,44 @@ class StoreBase:
         if row is None:
             raise LeaseLost(f"response {response_id} is no longer held by {fence}")
 
-    async def _insert_events(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
+    def _insert_events(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
         if not events:
             return
         with translate_sqlite_errors("append events"):
-            await tx.conn.executemany(
+            tx.conn.executemany(
                 "INSERT INTO events (response_id, seq, type, data) VALUES (?, ?, ?, ?)",
                 [(response_id, e.seq, e.type, e.data) for e in events],
             )
         self._notify_after(tx, response_id, events)
 
-    async def _insert_conversation_items(
+    def _insert_conversation_items(
         self, tx: Tx, conversation_id: str, items: Sequence[ItemRow]
     ) -> None:
-        row = await _fetchone(
+        row = _fetchone(
             tx.conn,
             "SELECT coalesce(max(position) + 1, 0) FROM conversation_items"
             " WHERE conversation_id = ?",
             (conversation_id,),
         )
         start = int(row[0]) if row else 0
-        await tx.conn.executemany(
+        tx.conn.executemany(
             "INSERT INTO conversation_items (conversation_id, position, item_id, item)"
             " VALUES (?, ?, ?, ?)",
             [(conversation_id, start + i, it.item_id, it.item) for i, it in enumerate(items)],
         )
 
-    async def _append_conversation_items(
+    def _append_conversation_items(
         self, tx: Tx, response_id: str, items: Sequence[ItemRow]
     ) -> None:
         """Add a finished turn's items to its conversation, if it still exists."""
-        row = await _fetchone(
+        row = _fetchone(
             tx.conn,
             "SELECT c.id FROM responses r JOIN conversations c ON c.id = r.conversation_id"
             " WHERE r.id = ?",
             (response_id,),
         )
         if row is not None:
-            await self._insert_conversation_items(tx, row[0], items)
+            self._insert_conversation_items(tx, row[0], items)
 
     async def _page(
         self,
@@ -201,15 +197,11 @@ class StoreBase:
         return page, len(rows) > limit
 
 
-async def _fetchall(
-    conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
-) -> list[sqlite3.Row]:
-    # execute_fetchall: one hop to the connection's thread (execute, fetch and close).
-    return list(await conn.execute_fetchall(sql, tuple(params)))
+def _fetchall(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+    """For operations, on the writer thread."""
+    return conn.execute(sql, tuple(params)).fetchall()
 
 
-async def _fetchone(
-    conn: aiosqlite.Connection, sql: str, params: Sequence[Any]
-) -> sqlite3.Row | None:
-    rows = await _fetchall(conn, sql, params)
-    return rows[0] if rows else None
+def _fetchone(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(sql, tuple(params)).fetchone()
+    return row

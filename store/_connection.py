@@ -1,11 +1,14 @@
 """SQLite connections: one writer with group commit, a few readers.
 
-Every write is an *operation*: an async function run inside the writer's transaction.
-Operations that arrive while a commit is under way are batched into the next transaction
-(group commit), each in its own savepoint so that one failing operation does not undo
-its neighbours. Callers await their own operation's result; a caller that is cancelled
-does not cancel the operation (aiosqlite cannot stop a statement already handed to its
-thread), so a cancelled write's outcome is unknown and must be re-read.
+Deliberate divergence: reads use aiosqlite, but the writer is a plain `sqlite3`
+connection owned by one dedicated thread. Every write is an *operation*: a synchronous
+function run inside the writer's transaction, and a whole batch of operations (group
+commit) runs in one hand-off to that thread. aiosqlite hands each statement over
+separately, which made the writer's thread hops, not SQLite, the limit of throughput.
+
+Callers await their own operation's result; a caller that is cancelled does not cancel
+the operation (it may already be running on the writer thread), so a cancelled write's
+outcome is unknown and must be re-read.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import random
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import cycle
 from pathlib import Path
@@ -39,7 +43,7 @@ BEGIN_RETRIES = 8
 class Tx:
     """What an operation sees: the writer connection and a hook run after commit."""
 
-    conn: aiosqlite.Connection
+    conn: sqlite3.Connection
     _after: list[Callable[[], None]] = field(default_factory=list)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
@@ -50,7 +54,7 @@ class Tx:
             hook()
 
 
-Operation = Callable[[Tx], Awaitable[T]]
+Operation = Callable[[Tx], T]
 
 
 async def connect(path: Path, *, readonly: bool = False) -> aiosqlite.Connection:
@@ -76,15 +80,15 @@ async def connect(path: Path, *, readonly: bool = False) -> aiosqlite.Connection
 class Writer:
     """The process's single writer connection, committing queued operations in groups.
 
-    A batch runs in one transaction with no per-operation savepoint (each statement is a
-    hop to aiosqlite's thread, so fewer is faster). If an operation fails, the batch is
-    rolled back and its operations are committed one by one, so that the failure is
-    reported to its own caller only; operations are pure functions of the database
-    state, so running one again after a rollback is safe.
+    A batch runs in one transaction with no per-operation savepoint. If an operation
+    fails, the batch is rolled back and its operations are committed one by one, so that
+    the failure is reported to its own caller only; operations are pure functions of the
+    database state, so running one again after a rollback is safe.
     """
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
         self._conn = conn
+        self._thread = thread
         self.commit_listeners: list[Callable[[float, int], None]] = []  # (seconds, operations)
         self._queue: deque[tuple[Operation[Any], asyncio.Future[Any]]] = deque()
         self._urgent: deque[tuple[Operation[Any], asyncio.Future[Any]]] = deque()
@@ -117,37 +121,26 @@ class Writer:
                 batch.append(self._urgent.popleft())
             while self._queue and len(batch) < MAX_BATCH:
                 batch.append(self._queue.popleft())
-            await self._commit(batch)
+            # Shielded: the batch must finish on its thread before anything else runs.
+            await asyncio.shield(self._commit(batch))
 
     def stop(self) -> None:
         """Let `serve` return once everything queued so far is committed."""
         self._stopping = True
         self._ready.set()
 
-    async def _begin(self) -> None:
-        for attempt in range(BEGIN_RETRIES):
-            try:
-                await self._conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                if attempt == BEGIN_RETRIES - 1:
-                    raise
-                await asyncio.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-
     async def _commit(self, batch: list[tuple[Operation[Any], asyncio.Future[Any]]]) -> None:
+        loop = asyncio.get_running_loop()
         started = time.perf_counter()
+        ops = [op for op, _ in batch]
         try:
-            tx, results = await self._transaction([op for op, _ in batch])
+            tx, results = await loop.run_in_executor(self._thread, self._transaction, ops)
         except _OperationFailed:
             for item in batch:  # isolate the failure: one transaction each
                 await self._commit_alone(item)
             return
-        except BaseException as exc:
+        except Exception as exc:
             self._fail(batch, exc)
-            if not isinstance(exc, Exception):
-                raise
             return
         elapsed = time.perf_counter() - started
         for listener in self.commit_listeners:
@@ -159,36 +152,36 @@ class Writer:
 
     async def _commit_alone(self, item: tuple[Operation[Any], asyncio.Future[Any]]) -> None:
         op, fut = item
+        loop = asyncio.get_running_loop()
         try:
-            tx, (value,) = await self._transaction([op])
+            tx, (value,) = await loop.run_in_executor(self._thread, self._transaction, [op])
         except _OperationFailed as failed:
             if not fut.done():
                 fut.set_exception(failed.error)
             return
-        except BaseException as exc:
+        except Exception as exc:
             self._fail([item], exc)
-            if not isinstance(exc, Exception):
-                raise
             return
         tx.run_hooks()
         if not fut.done():
             fut.set_result(value)
 
-    async def _transaction(self, ops: list[Operation[Any]]) -> tuple[Tx, list[Any]]:
-        """Run `ops` in one transaction and commit; roll back and raise on any failure
-        (_OperationFailed when an operation raised an ordinary exception)."""
-        tx = Tx(self._conn)
+    def _transaction(self, ops: list[Operation[Any]]) -> tuple[Tx, list[Any]]:
+        """On the writer thread: run `ops` in one transaction and commit; roll back and
+        raise on any failure (_OperationFailed when an operation raised)."""
+        conn = self._conn
+        tx = Tx(conn)
+        _begin(conn)
         try:
-            await self._begin()
             results = []
             for op in ops:
                 try:
-                    results.append(await op(tx))
+                    results.append(op(tx))
                 except Exception as exc:
                     raise _OperationFailed(exc) from exc
-            await self._conn.execute("COMMIT")
+            conn.execute("COMMIT")
         except BaseException:
-            await _quiet_rollback(self._conn)
+            _quiet_rollback(conn)
             raise
         return tx, results
 
@@ -198,6 +191,24 @@ class Writer:
         for _, fut in batch:
             if not fut.done():
                 fut.set_exception(error)
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._thread, self._conn.close)
+        self._thread.shutdown(wait=True)
+
+
+def _begin(conn: sqlite3.Connection) -> None:
+    for attempt in range(BEGIN_RETRIES):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if attempt == BEGIN_RETRIES - 1:
+                raise
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
 
 
 class _OperationFailed(Exception):
@@ -212,10 +223,10 @@ def _as_store_error(exc: BaseException) -> StoreError:
     return err
 
 
-async def _quiet_rollback(conn: aiosqlite.Connection) -> None:
+def _quiet_rollback(conn: sqlite3.Connection) -> None:
     try:
         if conn.in_transaction:
-            await asyncio.shield(conn.execute("ROLLBACK"))
+            conn.execute("ROLLBACK")
     except Exception:  # the connection may be gone; the transaction is gone with it
         log.debug("rollback failed", exc_info=True)
 
@@ -237,11 +248,10 @@ class Readers:
         return rows[0] if rows else None
 
 
-async def migrate(conn: aiosqlite.Connection, migrations: tuple[str, ...]) -> int:
+def migrate(conn: sqlite3.Connection, migrations: tuple[str, ...]) -> int:
     """Apply the migrations this database lacks; return the version it now has."""
-    await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-    async with conn.execute("SELECT max(version) FROM schema_version") as cur:
-        row = await cur.fetchone()
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
     current = int(row[0]) if row and row[0] is not None else 0
     if current > len(migrations):
         raise StoreOpenError(
@@ -249,17 +259,38 @@ async def migrate(conn: aiosqlite.Connection, migrations: tuple[str, ...]) -> in
             f"({len(migrations)}); run a newer durable-responses"
         )
     for version in range(current + 1, len(migrations) + 1):
-        await conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _statements(migrations[version - 1]):
-                await conn.execute(statement)
-            await conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
-            await conn.execute("COMMIT")
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+            conn.execute("COMMIT")
         except BaseException:
-            await _quiet_rollback(conn)
+            _quiet_rollback(conn)
             raise
         log.info("store migrated to schema version %d", version)
     return len(migrations)
+
+
+def open_writer(path: Path, migrations: tuple[str, ...]) -> sqlite3.Connection:
+    """On the writer thread: the writer connection, in WAL mode, migrated."""
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA foreign_keys = ON")
+        # WAL survives process crashes with synchronous=NORMAL; only power loss can drop
+        # the newest commits, which is outside what this server promises (durability.md).
+        conn.execute("PRAGMA synchronous = NORMAL")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise StoreOpenError(f"{path}: could not switch the database to WAL mode")
+        migrate(conn, migrations)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def _statements(script: str) -> list[str]:

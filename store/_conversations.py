@@ -13,8 +13,8 @@ class ConversationStore(StoreBase):
     async def create_conversation(
         self, conversation: ConversationRecord, items: Sequence[ItemRow]
     ) -> None:
-        async def op(tx: Tx) -> None:
-            await tx.conn.execute(
+        def op(tx: Tx) -> None:
+            tx.conn.execute(
                 "INSERT INTO conversations (id, tenant, created_at, metadata) VALUES (?, ?, ?, ?)",
                 (
                     conversation.id,
@@ -23,7 +23,7 @@ class ConversationStore(StoreBase):
                     conversation.metadata,
                 ),
             )
-            await self._insert_conversation_items(tx, conversation.id, items)
+            self._insert_conversation_items(tx, conversation.id, items)
 
         await self._write("create conversation", op)
 
@@ -40,8 +40,8 @@ class ConversationStore(StoreBase):
     async def update_conversation(
         self, conversation_id: str, tenant: str, metadata: str
     ) -> ConversationRecord | None:
-        async def op(tx: Tx) -> ConversationRecord | None:
-            row = await _fetchone(
+        def op(tx: Tx) -> ConversationRecord | None:
+            row = _fetchone(
                 tx.conn,
                 "UPDATE conversations SET metadata = ? WHERE id = ? AND tenant = ?"
                 " RETURNING id, tenant, created_at, metadata",
@@ -52,8 +52,8 @@ class ConversationStore(StoreBase):
         return await self._write("update conversation", op)
 
     async def delete_conversation(self, conversation_id: str, tenant: str) -> bool:
-        async def op(tx: Tx) -> bool:
-            cur = await tx.conn.execute(
+        def op(tx: Tx) -> bool:
+            cur = tx.conn.execute(
                 "DELETE FROM conversations WHERE id = ? AND tenant = ?", (conversation_id, tenant)
             )
             return cur.rowcount == 1
@@ -65,15 +65,15 @@ class ConversationStore(StoreBase):
     ) -> bool:
         """Append items; False if the conversation does not exist."""
 
-        async def op(tx: Tx) -> bool:
-            row = await _fetchone(
+        def op(tx: Tx) -> bool:
+            row = _fetchone(
                 tx.conn,
                 "SELECT 1 FROM conversations WHERE id = ? AND tenant = ?",
                 (conversation_id, tenant),
             )
             if row is None:
                 return False
-            await self._insert_conversation_items(tx, conversation_id, items)
+            self._insert_conversation_items(tx, conversation_id, items)
             return True
 
         return await self._write("add conversation items", op)
@@ -99,8 +99,8 @@ class ConversationStore(StoreBase):
         return ItemRow(row[0], row[1]) if row else None
 
     async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
-        async def op(tx: Tx) -> bool:
-            cur = await tx.conn.execute(
+        def op(tx: Tx) -> bool:
+            cur = tx.conn.execute(
                 "DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?",
                 (conversation_id, item_id),
             )

@@ -14,9 +14,9 @@ class JournalStore(StoreBase):
     async def record_step(self, response_id: str, fence: Fence, step: int, items: str) -> None:
         """Commit a step's model output (its function calls) before any tool of it runs."""
 
-        async def op(tx: Tx) -> None:
-            await self._check_fence(tx, response_id, fence)
-            await tx.conn.execute(
+        def op(tx: Tx) -> None:
+            self._check_fence(tx, response_id, fence)
+            tx.conn.execute(
                 "INSERT INTO steps (response_id, step, items) VALUES (?, ?, ?)",
                 (response_id, step, items),
             )
@@ -51,10 +51,10 @@ class JournalStore(StoreBase):
         """Write a call's journal entry: `claimed` before its body starts, or directly
         `errored` for a call that will not run. Conflict if the call is journaled already."""
 
-        async def op(tx: Tx) -> None:
-            await self._check_fence(tx, response_id, fence)
+        def op(tx: Tx) -> None:
+            self._check_fence(tx, response_id, fence)
             now = time.time()
-            await tx.conn.execute(
+            tx.conn.execute(
                 "INSERT INTO journal (response_id, call_id, tool, arguments, idempotency_key,"
                 " state, output, attempts, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
@@ -66,9 +66,9 @@ class JournalStore(StoreBase):
     async def reclaim_call(self, response_id: str, fence: Fence, call_id: str) -> None:
         """Count one more attempt of an ambiguous call that is safe to run again."""
 
-        async def op(tx: Tx) -> None:
-            await self._check_fence(tx, response_id, fence)
-            cur = await tx.conn.execute(
+        def op(tx: Tx) -> None:
+            self._check_fence(tx, response_id, fence)
+            cur = tx.conn.execute(
                 "UPDATE journal SET attempts = attempts + 1, updated_at = ?"
                 " WHERE response_id = ? AND call_id = ? AND state = 'claimed'",
                 (time.time(), response_id, call_id),
@@ -83,9 +83,9 @@ class JournalStore(StoreBase):
     ) -> None:
         """Record a claimed call's output (`completed` or `errored`); it never runs again."""
 
-        async def op(tx: Tx) -> None:
-            await self._check_fence(tx, response_id, fence)
-            cur = await tx.conn.execute(
+        def op(tx: Tx) -> None:
+            self._check_fence(tx, response_id, fence)
+            cur = tx.conn.execute(
                 "UPDATE journal SET state = ?, output = ?, updated_at = ?"
                 " WHERE response_id = ? AND call_id = ? AND state = 'claimed'",
                 (state, output, time.time(), response_id, call_id),

@@ -7,6 +7,7 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from ._base import (
     _fetchone,
     _response,
 )
-from ._connection import Readers, Tx, Writer, connect, migrate
+from ._connection import Readers, Tx, Writer, connect, open_writer
 from ._conversations import ConversationStore
 from ._errors import (
     IdempotencyMismatch,
@@ -57,20 +58,24 @@ class SQLiteStore(ConversationStore, JournalStore):
         items: Sequence[ItemRow],
         events: Sequence[EventRow],
         admission: Admission | None = None,
-    ) -> tuple[ResponseRecord, bool]:
+        claim_for: tuple[str, float] | None = None,
+    ) -> tuple[ResponseRecord, bool, ResponseRecord | None]:
         """Commit a new response, its input items and first events in one transaction,
-        after its lane admits it; (record, True). With an idempotency key already used
-        for the same request: (the first response, False), and nothing is written."""
+        after its lane admits it: (record, True, None). With `claim_for` (owner, lease
+        TTL), a queued response at the head of its lane is also claimed in the same
+        transaction, saving a commit: (record as created, True, claimed record). With an
+        idempotency key already used for the same request: (the first response, False,
+        None), and nothing is written."""
         rules = admission or Admission()
 
-        async def op(tx: Tx) -> tuple[ResponseRecord, bool]:
+        def op(tx: Tx) -> tuple[ResponseRecord, bool, ResponseRecord | None]:
             now = time.time()
             if rules.idempotency_key is not None:
-                existing = await self._idempotent_replay(tx, new.tenant, rules)
+                existing = self._idempotent_replay(tx, new.tenant, rules)
                 if existing is not None:
-                    return existing, False
-            await self._admit(tx, new, rules)
-            await tx.conn.execute(
+                    return existing, False, None
+            self._admit(tx, new, rules)
+            tx.conn.execute(
                 "INSERT INTO responses (id, tenant, status, background, created_at, updated_at,"
                 " params, snapshot, last_seq, lane, conversation_id, conversation_upto,"
                 " previous_response_id, owner, epoch, lease_expires_at)"
@@ -94,30 +99,31 @@ class SQLiteStore(ConversationStore, JournalStore):
                     new.lease_expires_at,
                 ),
             )
-            await tx.conn.executemany(
+            tx.conn.executemany(
                 "INSERT INTO response_items (response_id, position, item_id, item)"
                 " VALUES (?, ?, ?, ?)",
                 [(new.id, i, it.item_id, it.item) for i, it in enumerate(items)],
             )
-            await self._insert_events(tx, new.id, events)
+            self._insert_events(tx, new.id, events)
             if rules.idempotency_key is not None:
-                await tx.conn.execute(
+                tx.conn.execute(
                     "INSERT INTO idempotency_keys (tenant, key, request_hash, response_id,"
                     " created_at) VALUES (?, ?, ?, ?, ?)",
                     (new.tenant, rules.idempotency_key, rules.request_hash, new.id, now),
                 )
-            row = await _fetchone(
+            row = _fetchone(
                 tx.conn, f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ?", (new.id,)
             )
             assert row is not None
-            return _response(row), True
+            claimed = None
+            if claim_for is not None and new.status == "queued":
+                claimed = self._claim(tx, new.id, *claim_for)
+            return _response(row), True, claimed
 
         return await self._write("create response", op)
 
-    async def _idempotent_replay(
-        self, tx: Tx, tenant: str, rules: Admission
-    ) -> ResponseRecord | None:
-        row = await _fetchone(
+    def _idempotent_replay(self, tx: Tx, tenant: str, rules: Admission) -> ResponseRecord | None:
+        row = _fetchone(
             tx.conn,
             "SELECT k.request_hash, r.* FROM idempotency_keys k"
             " LEFT JOIN responses r ON r.id = k.response_id"
@@ -129,17 +135,17 @@ class SQLiteStore(ConversationStore, JournalStore):
         if row["request_hash"] != rules.request_hash:
             raise IdempotencyMismatch(f"key {rules.idempotency_key!r} was used for another request")
         if row["id"] is None:  # the response was deleted: the key is free again
-            await tx.conn.execute(
+            tx.conn.execute(
                 "DELETE FROM idempotency_keys WHERE tenant = ? AND key = ?",
                 (tenant, rules.idempotency_key),
             )
             return None
         return _response(row)
 
-    async def _admit(self, tx: Tx, new: NewResponse, rules: Admission) -> None:
+    def _admit(self, tx: Tx, new: NewResponse, rules: Admission) -> None:
         """Apply the tenant's and the lane's rules for a new turn (durability.md, Steering)."""
         if rules.max_queued_tenant is not None and new.status == "queued":
-            row = await _fetchone(
+            row = _fetchone(
                 tx.conn,
                 "SELECT count(*) FROM responses WHERE tenant = ? AND status = 'queued'",
                 (new.tenant,),
@@ -147,7 +153,7 @@ class SQLiteStore(ConversationStore, JournalStore):
             if row is not None and row[0] >= rules.max_queued_tenant:
                 raise QueueFull(row[0], "tenant")
         lane = new.lane
-        rows = await _fetchall(
+        rows = _fetchall(
             tx.conn,
             "SELECT id, status FROM responses WHERE lane = ?"
             " AND status IN ('queued', 'in_progress')",
@@ -162,7 +168,7 @@ class SQLiteStore(ConversationStore, JournalStore):
             raise QueueFull(queued, "lane")
         if rules.steer is not None:
             # Only the lane's running turn: a foreground turn waiting in place is not it.
-            await tx.conn.execute(
+            tx.conn.execute(
                 "UPDATE responses SET steer = ?, updated_at = ?"
                 f" WHERE lane = ? AND status = 'in_progress' AND steer IS NULL{_LANE_HEAD}",
                 (rules.steer, time.time(), lane),
@@ -171,22 +177,29 @@ class SQLiteStore(ConversationStore, JournalStore):
     async def claim(self, response_id: str, owner: str, lease_ttl: float) -> ResponseRecord | None:
         """Take a queued response for `owner`; None if it is not queued any more."""
 
-        async def op(tx: Tx) -> ResponseRecord | None:
-            row = await _fetchone(
-                tx.conn,
-                "UPDATE responses SET status = 'in_progress', owner = ?, epoch = epoch + 1,"
-                " snapshot = json_set(snapshot, '$.status', 'in_progress'),"
-                " lease_expires_at = ?, updated_at = ?,"
-                " conversation_upto = CASE WHEN conversation_id IS NULL THEN NULL"
-                "  ELSE coalesce(conversation_upto, (SELECT count(*) FROM conversation_items"
-                "   WHERE conversation_id = responses.conversation_id)) END"
-                f" WHERE id = ? AND status = 'queued' AND owner IS NULL{_LANE_HEAD}"
-                f" RETURNING {_RESPONSE_COLUMNS}",
-                (owner, time.time() + lease_ttl, time.time(), response_id),
-            )
-            return _response(row) if row else None
+        def op(tx: Tx) -> ResponseRecord | None:
+            return self._claim(tx, response_id, owner, lease_ttl)
 
         return await self._write("claim response", op)
+
+    def _claim(
+        self, tx: Tx, response_id: str, owner: str, lease_ttl: float
+    ) -> ResponseRecord | None:
+        """The claim of a queued response at the head of its lane (G10), guarded."""
+        now = time.time()
+        row = _fetchone(
+            tx.conn,
+            "UPDATE responses SET status = 'in_progress', owner = ?, epoch = epoch + 1,"
+            " snapshot = json_set(snapshot, '$.status', 'in_progress'),"
+            " lease_expires_at = ?, updated_at = ?,"
+            " conversation_upto = CASE WHEN conversation_id IS NULL THEN NULL"
+            "  ELSE coalesce(conversation_upto, (SELECT count(*) FROM conversation_items"
+            "   WHERE conversation_id = responses.conversation_id)) END"
+            f" WHERE id = ? AND status = 'queued' AND owner IS NULL{_LANE_HEAD}"
+            f" RETURNING {_RESPONSE_COLUMNS}",
+            (owner, now + lease_ttl, now, response_id),
+        )
+        return _response(row) if row else None
 
     async def recover(
         self, response_id: str, owner: str, lease_ttl: float
@@ -194,9 +207,9 @@ class SQLiteStore(ConversationStore, JournalStore):
         """Take over a response whose lease is free or expired, counting one recovery;
         None if it is terminal or another process holds it now."""
 
-        async def op(tx: Tx) -> ResponseRecord | None:
+        def op(tx: Tx) -> ResponseRecord | None:
             now = time.time()
-            row = await _fetchone(
+            row = _fetchone(
                 tx.conn,
                 "UPDATE responses SET status = 'in_progress', owner = ?, epoch = epoch + 1,"
                 " lease_expires_at = ?, updated_at = ?,"
@@ -231,13 +244,13 @@ class SQLiteStore(ConversationStore, JournalStore):
         steps and journal go with them) and the idempotency keys of responses that are gone.
         Running and queued responses are never touched. Returns (responses, keys) deleted."""
 
-        async def op(tx: Tx) -> tuple[int, int]:
-            gone = await tx.conn.execute(
+        def op(tx: Tx) -> tuple[int, int]:
+            gone = tx.conn.execute(
                 f"DELETE FROM responses WHERE status IN {_TERMINAL_SQL} AND updated_at < ?",
                 (before,),
             )
             # A key lives as long as its response (G11: keys expire with its retention).
-            keys = await tx.conn.execute(
+            keys = tx.conn.execute(
                 "DELETE FROM idempotency_keys WHERE response_id NOT IN (SELECT id FROM responses)"
             )
             return gone.rowcount, keys.rowcount
@@ -284,8 +297,8 @@ class SQLiteStore(ConversationStore, JournalStore):
     async def renew_leases(self, owner: str, lease_ttl: float) -> None:
         """Extend every lease `owner` holds (one heartbeat for the whole process)."""
 
-        async def op(tx: Tx) -> None:
-            await tx.conn.execute(
+        def op(tx: Tx) -> None:
+            tx.conn.execute(
                 "UPDATE responses SET lease_expires_at = ?"
                 " WHERE owner = ? AND status = 'in_progress'",
                 (time.time() + lease_ttl, owner),
@@ -297,8 +310,8 @@ class SQLiteStore(ConversationStore, JournalStore):
     async def release_leases(self, owner: str) -> None:
         """Give up `owner`'s leases now, so another process resumes without waiting."""
 
-        async def op(tx: Tx) -> None:
-            await tx.conn.execute(
+        def op(tx: Tx) -> None:
+            tx.conn.execute(
                 "UPDATE responses SET owner = NULL, lease_expires_at = NULL"
                 " WHERE owner = ? AND status = 'in_progress'",
                 (owner,),
@@ -327,12 +340,12 @@ class SQLiteStore(ConversationStore, JournalStore):
         carries every event emitted until then."""
         taken: Sequence[EventRow] | None = None
 
-        async def op(tx: Tx) -> None:
+        def op(tx: Tx) -> None:
             nonlocal taken
             if taken is None:  # once: the writer may run an operation again
                 taken = events() if callable(events) else events
-            await self._check_fence(tx, response_id, fence)
-            await self._insert_events(tx, response_id, taken)
+            self._check_fence(tx, response_id, fence)
+            self._insert_events(tx, response_id, taken)
 
         return self._writer.submit(op)
 
@@ -355,9 +368,9 @@ class SQLiteStore(ConversationStore, JournalStore):
         covers exactly the events before it.
         """
 
-        async def op(tx: Tx) -> None:
+        def op(tx: Tx) -> None:
             release = ", owner = NULL, lease_expires_at = NULL" if terminal else ""
-            cur = await tx.conn.execute(
+            cur = tx.conn.execute(
                 "UPDATE responses SET status = ?, snapshot = ?, last_seq = ?,"
                 f" step = coalesce(?, step), updated_at = ?{release}"
                 f" WHERE id = ? AND owner = ? AND epoch = ? AND status NOT IN {_TERMINAL_SQL}",
@@ -375,16 +388,16 @@ class SQLiteStore(ConversationStore, JournalStore):
             if cur.rowcount != 1:
                 raise LeaseLost(f"response {response_id} is no longer held by {fence}")
             if terminal:
-                await self._check_stop_request(tx, response_id, status)
-            await self._insert_events(tx, response_id, events)
+                self._check_stop_request(tx, response_id, status)
+            self._insert_events(tx, response_id, events)
             if conversation_items:
-                await self._append_conversation_items(tx, response_id, conversation_items)
+                self._append_conversation_items(tx, response_id, conversation_items)
 
         await self._write("save snapshot", op)
 
-    async def _check_stop_request(self, tx: Tx, response_id: str, status: str) -> None:
+    def _check_stop_request(self, tx: Tx, response_id: str, status: str) -> None:
         """A cancel or steer recorded before this end wins over it (G9)."""
-        row = await _fetchone(
+        row = _fetchone(
             tx.conn, "SELECT cancel_requested, steer FROM responses WHERE id = ?", (response_id,)
         )
         if row is None:
@@ -401,8 +414,8 @@ class SQLiteStore(ConversationStore, JournalStore):
     ) -> bool:
         """Cancel a response no runner holds; False if it is held or already terminal."""
 
-        async def op(tx: Tx) -> bool:
-            cur = await tx.conn.execute(
+        def op(tx: Tx) -> bool:
+            cur = tx.conn.execute(
                 "UPDATE responses SET status = 'cancelled', cancel_requested = 1, snapshot = ?,"
                 " last_seq = ?, updated_at = ?"
                 " WHERE id = ? AND status = 'queued' AND owner IS NULL",
@@ -410,7 +423,7 @@ class SQLiteStore(ConversationStore, JournalStore):
             )
             if cur.rowcount != 1:
                 return False
-            await self._insert_events(tx, response_id, events)
+            self._insert_events(tx, response_id, events)
             return True
 
         return await self._write("cancel response", op)
@@ -418,8 +431,8 @@ class SQLiteStore(ConversationStore, JournalStore):
     async def request_cancel(self, response_id: str) -> bool:
         """Record durably that the response must stop; False if it is already terminal."""
 
-        async def op(tx: Tx) -> bool:
-            cur = await tx.conn.execute(
+        def op(tx: Tx) -> bool:
+            cur = tx.conn.execute(
                 "UPDATE responses SET cancel_requested = 1, updated_at = ?"
                 f" WHERE id = ? AND status NOT IN {_TERMINAL_SQL}",
                 (time.time(), response_id),
@@ -429,8 +442,8 @@ class SQLiteStore(ConversationStore, JournalStore):
         return await self._write("request cancel", op)
 
     async def delete_response(self, response_id: str, tenant: str) -> bool:
-        async def op(tx: Tx) -> bool:
-            cur = await tx.conn.execute(
+        def op(tx: Tx) -> bool:
+            cur = tx.conn.execute(
                 f"DELETE FROM responses WHERE id = ? AND tenant = ? AND status IN {_TERMINAL_SQL}",
                 (response_id, tenant),
             )
@@ -505,25 +518,25 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
     """Open (creating and migrating as needed) the store at `path` for the duration of
     the block. Raises StoreOpenError with a clear message if the file cannot be used."""
     db_path = Path(path)
-    conns: list[aiosqlite.Connection] = []
+    loop = asyncio.get_running_loop()
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")
+    readers: list[aiosqlite.Connection] = []
     try:
-        db_path.parent.mkdir(parents=True, exist_ok=True)
-        writer_conn = await connect(db_path)
-        conns.append(writer_conn)
-        mode = await _fetchone(writer_conn, "PRAGMA journal_mode = WAL", ())
-        if mode is None or str(mode[0]).lower() != "wal":
-            raise StoreOpenError(f"{db_path}: could not switch the database to WAL mode")
-        await migrate(writer_conn, MIGRATIONS)
+        await asyncio.to_thread(db_path.parent.mkdir, parents=True, exist_ok=True)
+        if await asyncio.to_thread(db_path.is_dir):
+            raise StoreOpenError(f"{db_path} is a directory, not a database file")
+        writer_conn = await loop.run_in_executor(thread, open_writer, db_path, MIGRATIONS)
         for _ in range(READERS):
-            conns.append(await connect(db_path, readonly=True))
+            readers.append(await connect(db_path, readonly=True))
     except (sqlite3.Error, OSError, StoreError) as exc:
-        for conn in conns:
+        for conn in readers:
             await conn.close()
+        thread.shutdown(wait=False)
         if isinstance(exc, StoreOpenError):
             raise
         raise StoreOpenError(f"cannot open the store at {db_path}: {exc}") from exc
-    writer = Writer(writer_conn)
-    store = SQLiteStore(db_path, writer, Readers(conns[1:]))
+    writer = Writer(writer_conn, thread)
+    store = SQLiteStore(db_path, writer, Readers(readers))
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(writer.serve())
@@ -532,5 +545,6 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
             finally:
                 writer.stop()
     finally:
-        for conn in conns:
+        await writer.close()
+        for conn in readers:
             await conn.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from store import (
     StoreOpenError,
     open_store,
 )
-from store._connection import connect, migrate
+from store._connection import migrate
 from store._schema import MIGRATIONS
 
 
@@ -49,13 +50,13 @@ def rows(*seqs: int) -> list[EventRow]:
 
 async def test_a_store_of_an_older_schema_opens_and_migrates(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    conn = await connect(path)
-    await migrate(conn, MIGRATIONS[:1])
-    await conn.execute(
-        "INSERT INTO responses (id, status, background, created_at, updated_at, params, snapshot,"
-        " last_seq, lane) VALUES ('resp_old', 'completed', 1, 0, 0, '{}', '{}', -1, 'resp_old')"
-    )
-    await conn.close()
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        migrate(conn, MIGRATIONS[:1])
+        conn.execute(
+            "INSERT INTO responses (id, status, background, created_at, updated_at, params,"
+            " snapshot, last_seq, lane)"
+            " VALUES ('resp_old', 'completed', 1, 0, 0, '{}', '{}', -1, 'resp_old')"
+        )
 
     async with open_store(path) as store:
         record = await store.get_response("resp_old", "")
