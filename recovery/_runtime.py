@@ -534,7 +534,7 @@ class Runtime:
         poll = self.settings.poll_interval
         check_status = True
         while True:
-            rows = await self.store.read_events(response_id, after)
+            rows = await self.store.read_events(response_id, after, limit=64)
             for row in rows:
                 yield row
                 after = row.seq

@@ -23,7 +23,7 @@ from ._base import (
     _fetchone,
     _response,
 )
-from ._connection import Readers, Tx, Writer, connect, open_writer
+from ._connection import Readers, Tx, Writer, connect, open_direct_reader, open_writer
 from ._conversations import ConversationStore
 from ._errors import (
     IdempotencyMismatch,
@@ -454,11 +454,11 @@ class SQLiteStore(ConversationStore, JournalStore):
     # -- responses: reads -------------------------------------------------------------
 
     async def get_response(self, response_id: str, tenant: str) -> ResponseRecord | None:
-        row = await self._readers.fetchone(
+        rows = self._readers.point(
             f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ? AND tenant = ?",
             (response_id, tenant),
         )
-        return _response(row) if row else None
+        return _response(rows[0]) if rows else None
 
     async def ping(self) -> None:
         """Raise StoreError unless the database answers a read."""
@@ -466,10 +466,16 @@ class SQLiteStore(ConversationStore, JournalStore):
             await self._readers.fetchone("SELECT 1")
 
     async def read_events(self, response_id: str, after: int, limit: int = 1000) -> list[EventRow]:
-        rows = await self._readers.fetchall(
+        sql = (
             "SELECT seq, type, data FROM events WHERE response_id = ? AND seq > ?"
-            " ORDER BY seq LIMIT ?",
-            (response_id, after, limit),
+            " ORDER BY seq LIMIT ?"
+        )
+        params = (response_id, after, limit)
+        # A live stream reads the few rows of one commit: cheaper here than on a thread.
+        rows = (
+            self._readers.point(sql, params)
+            if limit <= 64
+            else await self._readers.fetchall(sql, params)
         )
         return [EventRow(r[0], r[1], r[2]) for r in rows]
 
@@ -528,6 +534,7 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
         writer_conn = await loop.run_in_executor(thread, open_writer, db_path, MIGRATIONS)
         for _ in range(READERS):
             readers.append(await connect(db_path, readonly=True))
+        direct = open_direct_reader(db_path)
     except (sqlite3.Error, OSError, StoreError) as exc:
         for conn in readers:
             await conn.close()
@@ -536,7 +543,7 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
             raise
         raise StoreOpenError(f"cannot open the store at {db_path}: {exc}") from exc
     writer = Writer(writer_conn, thread)
-    store = SQLiteStore(db_path, writer, Readers(readers))
+    store = SQLiteStore(db_path, writer, Readers(readers, direct))
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(writer.serve())
@@ -546,5 +553,6 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
                 writer.stop()
     finally:
         await writer.close()
+        store._readers.close_direct()
         for conn in readers:
             await conn.close()
