@@ -57,7 +57,12 @@ class Emitter:
 
     def lifecycle(self, type_: str) -> Event:
         """`response.created`, `.queued` or `.in_progress`, carrying the response as it is."""
-        return self._event(type_, response=copy.deepcopy(self.response))
+        return self._event(type_, response=self._response_copy())
+
+    def _response_copy(self) -> dict[str, Any]:
+        # Shallow: sinks encode an event when it is emitted, before the next change; only
+        # the output list grows in place.
+        return {**self.response, "output": list(self.response["output"])}
 
     def set_status(self, status: str) -> None:
         self.response["status"] = status
@@ -85,7 +90,7 @@ class Emitter:
             "completed": "response.completed",
             "incomplete": "response.incomplete",
         }.get(status, "response.failed")
-        return self._event(type_, response=copy.deepcopy(response))
+        return self._event(type_, response=self._response_copy())
 
     # -- model output -------------------------------------------------------------------
 

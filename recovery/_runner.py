@@ -243,6 +243,8 @@ class TurnRunner:
         sink.emit(closing)
 
     async def _recorded_step(self) -> list[Item] | None:
+        if self._fresh:
+            return None  # every step record of a fresh turn is written by this runner
         recorded = await self._store.get_step(self.response_id, self._step)
         return json.loads(recorded) if recorded is not None else None
 

@@ -78,7 +78,7 @@ class EmbeddedModel:
                     calls = calls[:1]
                 for index, (name, arguments) in enumerate(calls):
                     call_id = _call_id(request, step, index, name, arguments)
-                    await self._pause(plan.delay)
+                    await self._pause(plan.delay, index)
                     yield FunctionCallDelta(call_id=call_id, name=name, arguments=arguments)
                 yield Usage(input_tokens=input_tokens, output_tokens=len(calls))
                 return
@@ -86,7 +86,7 @@ class EmbeddedModel:
         limit = request.max_output_tokens
         emitted = words if limit is None else words[:limit]
         for i, word in enumerate(emitted):
-            await self._pause(plan.delay)
+            await self._pause(plan.delay, i)
             yield TextDelta(word if i == 0 else " " + word)
         yield Usage(input_tokens=input_tokens, output_tokens=len(emitted))
         if len(emitted) < len(words):
@@ -113,11 +113,13 @@ class EmbeddedModel:
         return _Plan(words, delay, [s for s in steps if s], fail, plain)
 
     @staticmethod
-    async def _pause(delay: float) -> None:
+    async def _pause(delay: float, index: int) -> None:
         if delay:
             await asyncio.sleep(delay)
-        else:
-            await asyncio.sleep(0)  # let other streams run between deltas
+        elif index % 32 == 31:
+            # Without a delay, yield to other tasks now and then, not at every delta: each
+            # yield waits for a whole turn of a busy event loop.
+            await asyncio.sleep(0)
 
 
 def _last_user_message(items: list[dict[str, Any]]) -> tuple[int, str]:
