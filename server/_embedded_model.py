@@ -9,7 +9,8 @@ It is not a language model. It answers the latest user message by echoing its wo
                          one step make parallel calls; `[[next]]` starts the next step's calls
     [[fail]]             fail the step with a server_error
 
-After tool outputs it answers `NAME -> OUTPUT` for each output it received. An answer
+After tool outputs it answers `NAME -> OUTPUT` for each output it received. Text is
+deterministic; call ids are random, as a real model's are. An answer
 longer than `max_output_tokens` words is cut there and the response ends `incomplete`.
 Usage counts words: input words of the whole history, output words emitted.
 """
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import re
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +78,7 @@ class EmbeddedModel:
                 if not request.parallel_tool_calls:
                     calls = calls[:1]
                 for index, (name, arguments) in enumerate(calls):
-                    call_id = _call_id(request, step, index, name, arguments)
+                    call_id = _call_id()
                     await self._pause(plan.delay, index)
                     yield FunctionCallDelta(call_id=call_id, name=name, arguments=arguments)
                 yield Usage(input_tokens=input_tokens, output_tokens=len(calls))
@@ -168,7 +169,7 @@ def _normalize_json(text: str) -> str:
         return text  # passed on as the model wrote it: tools see invalid arguments
 
 
-def _call_id(request: ModelRequest, step: int, index: int, name: str, arguments: str) -> str:
-    # Deterministic for one history, distinct across turns: hashed from the history.
-    seed = json.dumps([len(request.input), step, index, name, arguments, request.input[-1:]])
-    return "call_" + hashlib.sha256(seed.encode()).hexdigest()[:24]
+def _call_id() -> str:
+    # Random, as a real model's: a step cut off by a crash and generated again must not
+    # repeat the call id of the item it cut off (which stays in the output, incomplete).
+    return "call_" + secrets.token_hex(12)
