@@ -9,8 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,12 +17,11 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.support.server import ServerProcess
+from tests.crash._support import wait_for_exit, wait_terminal
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import check_stream, parse_sse
 
 EXIT_AT_FAILPOINT = 86
-TERMINAL = {"completed", "failed", "cancelled", "incomplete"}
 FAST = ("--lease-ttl", "2", "--scan-interval", "0.2")
 
 
@@ -115,24 +112,6 @@ CASES = [
 ]
 
 
-def wait_for_exit(server: ServerProcess, deadline: float = 30.0) -> int:
-    assert server.proc is not None
-    try:
-        return server.proc.wait(deadline)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"the failpoint never fired:\n{server.log()}") from None
-
-
-def wait_terminal(http: httpx.Client, response_id: str, deadline: float = 30.0) -> dict[str, Any]:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        body: dict[str, Any] = http.get(f"/v1/responses/{response_id}").json()
-        if body["status"] in TERMINAL:
-            return body
-        time.sleep(0.05)
-    raise AssertionError(f"{response_id} is not terminal after {deadline}s: {body['status']}")
-
-
 def read_until_dropped(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """POST a streaming create and read whatever arrives before the server dies."""
     text = ""
@@ -184,7 +163,7 @@ def test_a_crash_at_each_failpoint_keeps_every_guarantee(
 
     survivor = start_server(*args, db=db, env=env)
     with httpx.Client(base_url=survivor.url, timeout=30) as http:
-        final = wait_terminal(http, response_id)
+        final = wait_terminal(survivor.url, response_id)
         full = parse_sse(http.get(f"/v1/responses/{response_id}?stream=true").text)
         if streamed and seen:  # a client resumes from the last event it saw
             after = seen[-1]["sequence_number"]
