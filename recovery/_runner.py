@@ -33,6 +33,7 @@ from ._errors import ModelError, TurnStopped
 from ._history import history_items
 from ._items import text_of
 from ._journal import ToolOutcomeUnknown, ToolPhase
+from ._json import dumps
 from ._model import FunctionCallDelta, Incomplete, Model, ModelRequest, TextDelta, Usage
 from ._observer import current_response_id
 from ._response import add_usage, usage_from_object, usage_object
@@ -62,10 +63,6 @@ def stopped(reason: str) -> Outcome:
     if reason == "interrupt":
         return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="steered")
     return Outcome(ResponseStatus.CANCELLED)
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class TurnRunner:
@@ -208,7 +205,7 @@ class TurnRunner:
                 if not server_calls:
                     return Outcome(ResponseStatus.COMPLETED)
                 await self._store.record_step(
-                    self.response_id, self._fence, self._step, _dumps(calls)
+                    self.response_id, self._fence, self._step, dumps(calls)
                 )
                 fp.failpoint(fp.STEP_RECORDED)
             else:
@@ -390,7 +387,7 @@ class TurnRunner:
             self.response_id,
             self._fence,
             status=ResponseStatus.IN_PROGRESS,
-            snapshot=_dumps(emitter.response),
+            snapshot=dumps(emitter.response),
             last_seq=emitter.next_seq - 1,
             events=[encode(e) for e in events] if sink.durable else (),
             step=self._step,
@@ -431,7 +428,7 @@ class TurnRunner:
                 self.response_id,
                 self._fence,
                 status=outcome.status,
-                snapshot=_dumps(emitter.response),
+                snapshot=dumps(emitter.response),
                 last_seq=terminal["sequence_number"],
                 events=[encode(terminal)] if self._sink.durable else (),
                 terminal=True,
@@ -449,7 +446,7 @@ class TurnRunner:
         ended_incomplete = self._emitter.response["status"] == ResponseStatus.INCOMPLETE
         output = history_items(self._emitter.output, ended_incomplete=ended_incomplete)
         items = [*self._params["input"], *output]
-        return [ItemRow(item["id"], _dumps(item)) for item in items]
+        return [ItemRow(item["id"], dumps(item)) for item in items]
 
     def _lost(self) -> None:
         log.warning("response %s: lease lost, stopping without writing", self.response_id)

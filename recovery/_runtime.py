@@ -38,6 +38,7 @@ from ._emitter import Emitter
 from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
 from ._history import check_tool_pairing, history_items, loads_all
 from ._ids import new_id
+from ._json import dumps
 from ._model import Model
 from ._observer import Observer, current_response_id
 from ._response import new_response
@@ -67,10 +68,6 @@ class RuntimeSettings:
     max_queued_per_tenant: int = 1000  # queued background responses one tenant may have
     retention: float = 30 * 86400.0  # seconds finished responses and their data are kept
     purge_interval: float = 3600.0  # seconds between retention purges
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class Runtime:
@@ -261,7 +258,7 @@ class Runtime:
             idempotency_key=idempotency_key,
             request_hash=request_hash,
         )
-        items = [ItemRow(item["id"], _dumps(item)) for item in params["input"]]
+        items = [ItemRow(item["id"], dumps(item)) for item in params["input"]]
         claim_for = (self.owner, self.settings.lease_ttl) if new.background else None
         try:
             record, created, claimed = await self.store.create_response(
@@ -369,8 +366,8 @@ class Runtime:
             status=status,
             background=background,
             created_at=created_at,
-            params=_dumps(params),
-            snapshot=_dumps(response),
+            params=dumps(params),
+            snapshot=dumps(response),
             last_seq=len(events) - 1,
             lane=lane or response_id,
             conversation_id=params.get("conversation"),
@@ -580,7 +577,7 @@ class Runtime:
         terminal = emitter.finish(ResponseStatus.CANCELLED)
         return await self.store.cancel_queued(
             record.id,
-            snapshot=_dumps(emitter.response),
+            snapshot=dumps(emitter.response),
             last_seq=terminal["sequence_number"],
             events=[encode(terminal)],
         )

@@ -9,20 +9,19 @@ client that is waiting, or drops them when that client asked for JSON.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from store import EventRow, Fence, SQLiteStore
 
+from ._json import dumps
 from ._status import TERMINAL_EVENTS
 
 Event = dict[str, Any]
 
 
 def encode(event: Event) -> EventRow:
-    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
-    return EventRow(seq=event["sequence_number"], type=event["type"], data=data)
+    return EventRow(seq=event["sequence_number"], type=event["type"], data=dumps(event))
 
 
 class Sink(Protocol):
