@@ -58,9 +58,6 @@ Operation = Callable[[Tx], T]
 
 
 async def connect(path: Path, *, readonly: bool = False) -> aiosqlite.Connection:
-    if await asyncio.to_thread(path.is_dir):
-        # Checked here: a failed aiosqlite.connect leaves a stop future nobody can await.
-        raise StoreOpenError(f"{path} is a directory, not a database file")
     conn = await aiosqlite.connect(path, isolation_level=None, check_same_thread=False)
     try:
         conn.row_factory = sqlite3.Row

@@ -530,6 +530,7 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
     try:
         await asyncio.to_thread(db_path.parent.mkdir, parents=True, exist_ok=True)
         if await asyncio.to_thread(db_path.is_dir):
+            # Checked first: a failed aiosqlite.connect leaves a stop future nobody awaits.
             raise StoreOpenError(f"{db_path} is a directory, not a database file")
         writer_conn = await loop.run_in_executor(thread, open_writer, db_path, MIGRATIONS)
         for _ in range(READERS):
