@@ -33,10 +33,15 @@ _JOURNAL_COLUMNS = "call_id, tool, arguments, idempotency_key, state, output, at
 
 CommitListener = Callable[[str, int], None]
 
+# Unfinished, spelled exactly as the partial indexes of migration 4 declare it: SQLite
+# uses those indexes only for a query that repeats the condition (or one OR term of it).
+UNFINISHED = "(status = 'queued' OR status = 'in_progress')"
+
 # A response may start only when no earlier unfinished response shares its lane (G10).
 _LANE_HEAD = (
     " AND NOT EXISTS (SELECT 1 FROM responses AS earlier WHERE earlier.lane = responses.lane"
-    " AND earlier.rowid < responses.rowid AND earlier.status IN ('queued', 'in_progress'))"
+    " AND earlier.rowid < responses.rowid"
+    " AND (earlier.status = 'queued' OR earlier.status = 'in_progress'))"
 )
 
 

@@ -101,6 +101,20 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (tenant, key)
     ) WITHOUT ROWID;
     """,
+    # 4: indexes over unfinished responses only, so that lease renewals, the recovery
+    # scan, admission and lane checks cost what is running, not what is stored. SQLite
+    # uses a partial index only where the query repeats its condition (store/_base.py,
+    # UNFINISHED) or one of its OR terms.
+    """
+    DROP INDEX responses_active;
+    DROP INDEX responses_lane;
+    CREATE INDEX responses_unfinished_owner ON responses (owner, status)
+        WHERE (status = 'queued' OR status = 'in_progress');
+    CREATE INDEX responses_unfinished_tenant ON responses (tenant, status)
+        WHERE (status = 'queued' OR status = 'in_progress');
+    CREATE INDEX responses_unfinished_lane ON responses (lane)
+        WHERE (status = 'queued' OR status = 'in_progress');
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from store import (
     SCHEMA_VERSION,
+    Admission,
     Conflict,
     EventRow,
     Fence,
@@ -153,3 +155,41 @@ async def test_a_queued_response_is_claimed_by_exactly_one_owner(store: SQLiteSt
     winners = [c for c in claims if c is not None]
     assert len(winners) == 1
     assert winners[0].status == "in_progress"
+
+
+async def test_what_runs_per_turn_and_per_heartbeat_never_scans_all_stored_responses(
+    tmp_path: Path,
+) -> None:
+    """Admission, claims, lease renewals, cancel checks, the recovery scan and lane checks
+    must cost what is running, not what is stored: a full scan of a million stored
+    responses on each heartbeat would stall every write behind it."""
+    path = tmp_path / "plans.db"
+    statements: list[str] = []
+    async with open_store(path) as store:
+        store._writer._conn.set_trace_callback(statements.append)
+        store._readers._direct.set_trace_callback(statements.append)
+        for conn in store._readers.conns:
+            await conn.set_trace_callback(statements.append)
+        limits = Admission(max_queued=10, max_queued_tenant=10)
+        await store.create_response(new_response("resp_a"), [], [], limits)
+        await store.create_response(new_response("resp_b"), [], [], limits, ("me", 10.0))
+        assert await store.claim("resp_a", "me", 10.0) is not None
+        await store.renew_leases("me", 10.0)
+        await store.stop_requests("me")
+        await store.orphans()
+        await store.lane_busy("resp_a")
+        await store.is_lane_head("resp_a")
+        await store.next_in_lane("resp_a")
+        await store.count_queued()
+        await store.append_events("resp_a", Fence("me", 1), rows(0))
+        await store.save_snapshot(
+            "resp_a", Fence("me", 1), snapshot="{}", last_seq=0, status="completed", terminal=True
+        )
+    queries = [s for s in statements if s.split()[0].upper() in ("SELECT", "UPDATE", "INSERT")]
+    assert len(queries) >= 12
+
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for sql in queries:
+            plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
+            full_scans = [step for step in plan if re.fullmatch(r"SCAN \w+", step)]
+            assert not full_scans, f"{sql}\n  scans: {full_scans}"
