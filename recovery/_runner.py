@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import random
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -382,18 +383,28 @@ class TurnRunner:
     async def _save_checkpoint(self, events: list[dict[str, Any]]) -> None:
         emitter, sink = self._emitter, self._sink
         emitter.response["usage"] = usage_object(self._usage) if self._usage else None
-        await sink.flush()
-        await self._store.save_snapshot(
-            self.response_id,
-            self._fence,
-            status=ResponseStatus.IN_PROGRESS,
-            snapshot=dumps(emitter.response),
-            last_seq=emitter.next_seq - 1,
-            events=[encode(e) for e in events] if sink.durable else (),
-            step=self._step,
+        await self._behind_sink(
+            self._store.save_snapshot(
+                self.response_id,
+                self._fence,
+                status=ResponseStatus.IN_PROGRESS,
+                snapshot=dumps(emitter.response),
+                last_seq=emitter.next_seq - 1,
+                events=[encode(e) for e in events] if sink.durable else (),
+                step=self._step,
+            )
         )
         if not sink.durable:
             sink.emit(events)
+
+    async def _behind_sink(self, save: Coroutine[Any, Any, None]) -> None:
+        """Run a snapshot write queued right behind the appends the sink has pending,
+        without waiting for them first: the writer keeps order and the log refuses a gap,
+        so both usually share one commit instead of waiting for two in a row."""
+        write = asyncio.ensure_future(save)
+        for result in await asyncio.gather(self._sink.flush(), write, return_exceptions=True):
+            if isinstance(result, BaseException):
+                raise result  # the appends' failure first: the snapshot's follows from it
 
     # -- the end ------------------------------------------------------------------------
 
@@ -401,7 +412,6 @@ class TurnRunner:
         emitter, sink = self._emitter, self._sink
         sink.emit(emitter.close_open("incomplete"))
         try:
-            await sink.flush()
             terminal = await self._save_terminal(outcome)
         except StopRequested as request:
             # A cancel or steer was recorded before this end could be: it wins (G9).
@@ -424,15 +434,17 @@ class TurnRunner:
         )
         keeps_history = outcome.status in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE)
         try:
-            await self._store.save_snapshot(
-                self.response_id,
-                self._fence,
-                status=outcome.status,
-                snapshot=dumps(emitter.response),
-                last_seq=terminal["sequence_number"],
-                events=[encode(terminal)] if self._sink.durable else (),
-                terminal=True,
-                conversation_items=self._conversation_items() if keeps_history else (),
+            await self._behind_sink(
+                self._store.save_snapshot(
+                    self.response_id,
+                    self._fence,
+                    status=outcome.status,
+                    snapshot=dumps(emitter.response),
+                    last_seq=terminal["sequence_number"],
+                    events=[encode(terminal)] if self._sink.durable else (),
+                    terminal=True,
+                    conversation_items=self._conversation_items() if keeps_history else (),
+                )
             )
         except StopRequested:
             emitter.next_seq = seq  # nothing of this end was committed

@@ -9,6 +9,7 @@ client that is waiting, or drops them when that client asked for JSON.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
@@ -46,19 +47,26 @@ class DurableSink:
         self._pending: list[asyncio.Future[None]] = []
         self._buffer: list[EventRow] = []
         self._append_waiting = False
+        # The writer thread takes the buffer while the event loop may be adding to it.
+        self._lock = threading.Lock()
 
     def emit(self, events: Sequence[Event]) -> None:
         if not events:
             return
-        self._buffer.extend(encode(e) for e in events)
-        if not self._append_waiting:
+        rows = [encode(e) for e in events]
+        with self._lock:
+            self._buffer.extend(rows)
+            if self._append_waiting:
+                return
             self._append_waiting = True
-            append = self._store.append_events(self._response_id, self._fence, self._take)
-            self._pending.append(append)
+        append = self._store.append_events(self._response_id, self._fence, self._take)
+        self._pending.append(append)
 
     def _take(self) -> list[EventRow]:
-        self._append_waiting = False
-        rows, self._buffer = self._buffer, []
+        """On the writer thread, as the append runs: everything emitted until now."""
+        with self._lock:
+            self._append_waiting = False
+            rows, self._buffer = self._buffer, []
         return rows
 
     async def flush(self) -> None:

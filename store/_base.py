@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from ._connection import Readers, Tx, Writer
-from ._errors import LeaseLost, translate_sqlite_errors
+from ._errors import Conflict, LeaseLost, translate_sqlite_errors
 from ._records import (
     ConversationRecord,
     EventRow,
@@ -133,8 +133,19 @@ class StoreBase:
             raise LeaseLost(f"response {response_id} is no longer held by {fence}")
 
     def _insert_events(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
+        """Append to the response's log, which must stay gapless (G7): writes queued
+        behind one another commit in order, and if an earlier one failed, a later one
+        that does not follow the log's last event fails too."""
         if not events:
             return
+        row = _fetchone(
+            tx.conn, "SELECT max(seq) FROM events WHERE response_id = ?", (response_id,)
+        )
+        last = -1 if row is None or row[0] is None else int(row[0])
+        if events[0].seq != last + 1:
+            raise Conflict(
+                f"response {response_id}: event {events[0].seq} does not follow event {last}"
+            )
         with translate_sqlite_errors("append events"):
             tx.conn.executemany(
                 "INSERT INTO events (response_id, seq, type, data) VALUES (?, ?, ?, ?)",
