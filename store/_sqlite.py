@@ -7,7 +7,6 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -525,26 +524,26 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
     """Open (creating and migrating as needed) the store at `path` for the duration of
     the block. Raises StoreOpenError with a clear message if the file cannot be used."""
     db_path = Path(path)
-    loop = asyncio.get_running_loop()
-    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")
     readers: list[aiosqlite.Connection] = []
+    writer_conn: sqlite3.Connection | None = None
     try:
         await asyncio.to_thread(db_path.parent.mkdir, parents=True, exist_ok=True)
         if await asyncio.to_thread(db_path.is_dir):
             # Checked first: a failed aiosqlite.connect leaves a stop future nobody awaits.
             raise StoreOpenError(f"{db_path} is a directory, not a database file")
-        writer_conn = await loop.run_in_executor(thread, open_writer, db_path, MIGRATIONS)
+        writer_conn = await asyncio.to_thread(open_writer, db_path, MIGRATIONS)
         for _ in range(READERS):
             readers.append(await connect(db_path, readonly=True))
         direct = open_direct_reader(db_path)
     except (sqlite3.Error, OSError, StoreError) as exc:
         for conn in readers:
             await conn.close()
-        thread.shutdown(wait=False)
+        if writer_conn is not None:
+            writer_conn.close()
         if isinstance(exc, StoreOpenError):
             raise
         raise StoreOpenError(f"cannot open the store at {db_path}: {exc}") from exc
-    writer = Writer(writer_conn, thread)
+    writer = Writer(writer_conn)
     store = SQLiteStore(db_path, writer, Readers(readers, direct))
     try:
         async with asyncio.TaskGroup() as tg:

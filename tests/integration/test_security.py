@@ -3,6 +3,7 @@ one tenant's ids are 404 to another, indistinguishable from ids that do not exis
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -187,13 +188,18 @@ def test_an_open_server_says_so_once_and_a_required_key_refuses_to_start(
     assert "no API keys are configured" in refused.log()
 
 
-def test_ids_are_unguessable(client: openai.OpenAI) -> None:
+def test_ids_are_unguessable_and_sort_by_creation_time(client: openai.OpenAI) -> None:
     response = client.responses.create(model="m", input="x")
     conversation = client.conversations.create()
+    later = client.responses.create(model="m", input="y")
 
     for value, prefix in ((response.id, "resp_"), (conversation.id, "conv_")):
         assert value.startswith(prefix)
-        assert len(value) - len(prefix) == 48  # 192 random bits, hex
+        # 12 hex digits of milliseconds, then 160 random bits
+        assert re.fullmatch(r"[0-9a-f]{52}", value[len(prefix) :]), value
+    clock = len("resp_") + 12
+    assert response.id[:clock] <= later.id[:clock]
+    assert response.id[clock:] != later.id[clock:]
 
 
 def test_logs_carry_no_keys_and_no_request_bodies(
