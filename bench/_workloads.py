@@ -374,6 +374,18 @@ def scale(bench: Bench) -> Result:
     ratio = median([b["latency_ms"]["p50"] / a["latency_ms"]["p50"] for a, b in pairs])
     small_runs = [a for a, _ in pairs]
     large_runs = [b for _, b in pairs]
+    # Background turns too: admission, claims and lease renewals must not grow with the
+    # store (no target in the issue; a full scan per turn once hid here).
+    turns = _paired(
+        size.runs,
+        lambda: bench.timed(
+            "background", small, clients=clients, poll_interval=BACKGROUND_POLL_INTERVAL
+        ),
+        lambda: bench.timed(
+            "background", large, clients=clients, poll_interval=BACKGROUND_POLL_INTERVAL
+        ),
+    )
+    turn_ratio = median([b["latency_ms"]["p50"] / a["latency_ms"]["p50"] for a, b in turns])
     per_response = (large_bytes - small_bytes) / max(1, large_count - size.scale_small)
     rows = [
         Row(
@@ -396,12 +408,27 @@ def scale(bench: Bench) -> Result:
             "<= 1.20",
             None if math.isnan(ratio) else ratio <= 1.20,
         ),
+        Row(
+            "scale",
+            f"background p50, {size.scale_small:,} stored",
+            _med([a for a, _ in turns], "latency_ms", "p50"),
+            "ms",
+        ),
+        Row(
+            "scale",
+            f"background p50, {large_count:,} stored",
+            _med([b for _, b in turns], "latency_ms", "p50"),
+            "ms",
+        ),
+        Row("scale", "background p50 ratio, large/small", turn_ratio, ""),
         Row("scale", "bytes on disk per simple response", per_response, "B"),
         Row("scale", "SQL pre-population (not HTTP)", grow_seconds, "s"),
     ]
     details = {
         "small": small_runs,
         "large": large_runs,
+        "background_small": [a for a, _ in turns],
+        "background_large": [b for _, b in turns],
         "small_count": size.scale_small,
         "large_count": large_count,
         "small_bytes": small_bytes,

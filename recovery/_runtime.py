@@ -467,6 +467,8 @@ class Runtime:
 
     async def _wait_for_lane(self, runner: TurnRunner) -> None:
         """Hold a foreground turn until every earlier turn of its lane has ended (G10)."""
+        if runner.lane == runner.response_id:
+            return  # a lane of its own: no turn can be ahead of it
         while not runner.stopping and not await self.store.is_lane_head(runner.response_id):
             freed = self._lane_freed.setdefault(runner.lane, asyncio.Event())
             with contextlib.suppress(TimeoutError):
@@ -525,19 +527,23 @@ class Runtime:
         current_response_id.set(record.id)
         return record
 
-    async def follow(self, response_id: str, tenant: str, after: int) -> AsyncIterator[EventRow]:
+    async def follow(
+        self, response_id: str, tenant: str, after: int
+    ) -> AsyncIterator[list[EventRow]]:
         """The response's events after `after`, from the log, then live until the terminal
-        event (G7). Ends at once if the response is already past `after` and terminal."""
+        event (G7), in batches as committed. Ends at once if the response is already past
+        `after` and terminal."""
         poll = self.settings.poll_interval
         check_status = True
         while True:
             rows = await self.store.read_events(response_id, after, limit=64)
-            for row in rows:
-                yield row
-                after = row.seq
-                if row.type in TERMINAL_EVENTS:
-                    return
             if rows:
+                ends = next((i for i, r in enumerate(rows) if r.type in TERMINAL_EVENTS), None)
+                if ends is not None:
+                    yield rows[: ends + 1]
+                    return
+                yield rows
+                after = rows[-1].seq
                 continue
             if check_status:
                 record = await self.store.get_response(response_id, tenant)

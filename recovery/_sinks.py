@@ -95,9 +95,13 @@ class MemorySink:
     async def flush(self) -> None:
         return None
 
-    async def rows(self) -> AsyncIterator[EventRow]:
+    async def rows(self) -> AsyncIterator[list[EventRow]]:
+        """The events in batches: all those emitted since the last batch, so that a
+        burst goes out in one write."""
         while True:
-            row = await self._queue.get()
-            yield row
-            if row.type in TERMINAL_EVENTS:
+            batch = [await self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            yield batch
+            if batch[-1].type in TERMINAL_EVENTS:
                 return

@@ -106,9 +106,8 @@ async def _created_before(request: Request, record: ResponseRecord, stream: bool
     return JSONResponse(final)
 
 
-async def _rows(events: list[dict[str, Any]]) -> AsyncIterator[EventRow]:
-    for event in events:
-        yield encode_event(event)
+async def _rows(events: list[dict[str, Any]]) -> AsyncIterator[list[EventRow]]:
+    yield [encode_event(event) for event in events]
 
 
 async def _unless_disconnected(

@@ -60,12 +60,12 @@ class _EventStream(EventSourceResponse):
 
 
 async def _frames(
-    rows: AsyncIterator[EventRow], on_close: Callable[[bool], None] | None
+    batches: AsyncIterator[list[EventRow]], on_close: Callable[[bool], None] | None
 ) -> AsyncIterator[bytes]:
     finished = False
     try:
-        async for row in rows:
-            yield frame(row)
+        async for batch in batches:
+            yield b"".join(frame(row) for row in batch)  # one write per batch
         finished = True
     finally:
         if on_close is not None:
@@ -78,15 +78,15 @@ def _keepalive() -> ServerSentEvent:
 
 def stream_to(
     request: Request,
-    rows: AsyncIterator[EventRow],
+    batches: AsyncIterator[list[EventRow]],
     *,
     on_close: Callable[[bool], None] | None = None,
 ) -> EventSourceResponse:
-    """Stream `rows` to the client. `on_close(finished)` runs when the stream ends, with
-    False when the client went away before the last event. 429 if the caller's tenant
-    has too many streams open."""
+    """Stream `batches` of events to the client. `on_close(finished)` runs when the
+    stream ends, with False when the client went away before the last event. 429 if the
+    caller's tenant has too many streams open."""
     ctx, who = context(request), tenant(request)
     ctx.streams.acquire(who)
     return _EventStream(
-        _frames(rows, on_close), ctx.settings.keepalive, lambda: ctx.streams.release(who)
+        _frames(batches, on_close), ctx.settings.keepalive, lambda: ctx.streams.release(who)
     )

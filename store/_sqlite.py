@@ -280,10 +280,10 @@ class SQLiteStore(ConversationStore, JournalStore):
 
     async def is_lane_head(self, response_id: str) -> bool:
         """True when no earlier unfinished response shares this response's lane."""
-        row = await self._readers.fetchone(
+        rows = self._readers.point(
             f"SELECT 1 FROM responses WHERE id = ?{_LANE_HEAD}", (response_id,)
         )
-        return row is not None
+        return bool(rows)
 
     async def next_in_lane(self, lane: str) -> str | None:
         """The queued response that runs next in `lane`, if it may start now."""
