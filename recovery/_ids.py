@@ -8,9 +8,32 @@ response: a commit then writes a few pages, not one per response in it.
 
 from __future__ import annotations
 
-import secrets
+import os
+import threading
 import time
+
+_RANDOM_BYTES = 20
+_POOL_SIZE = 4096
+
+# os.urandom drawn a page at a time: one system call per 200 ids instead of one each.
+_lock = threading.Lock()
+_pool = b""
+_used = 0
+
+
+def _reset_pool() -> None:
+    global _pool, _used
+    _pool, _used = b"", 0
+
+
+os.register_at_fork(after_in_child=_reset_pool)  # a child must not reuse the parent's bytes
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(20)}"
+    global _pool, _used
+    with _lock:
+        if _used + _RANDOM_BYTES > len(_pool):
+            _pool, _used = os.urandom(_POOL_SIZE), 0
+        random = _pool[_used : _used + _RANDOM_BYTES]
+        _used += _RANDOM_BYTES
+    return f"{prefix}_{time.time_ns() // 1_000_000:012x}{random.hex()}"

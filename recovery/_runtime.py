@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -535,8 +535,13 @@ class Runtime:
         `after` and terminal."""
         poll = self.settings.poll_interval
         check_status = True
+        handed: Sequence[EventRow] = ()  # committed rows the broker handed over
         while True:
-            rows = await self.store.read_events(response_id, after, limit=64)
+            if handed and handed[0].seq == after + 1:
+                rows = list(handed)  # the next rows, committed: no need to read them back
+            else:
+                rows = await self.store.read_events(response_id, after, limit=64)
+            handed = ()
             if rows:
                 ends = next((i for i, r in enumerate(rows) if r.type in TERMINAL_EVENTS), None)
                 if ends is not None:
@@ -554,7 +559,8 @@ class Runtime:
             # Driven here: every commit wakes us, so polling is only a fallback.
             local = response_id in self._runners
             woke = await self._broker.wait(response_id, after, poll * 20 if local else poll)
-            check_status = not woke
+            check_status = woke is None
+            handed = woke or ()
 
     # -- cancel and delete --------------------------------------------------------------
 

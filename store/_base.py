@@ -31,7 +31,7 @@ _RESPONSE_COLUMNS = (
 )
 _JOURNAL_COLUMNS = "call_id, tool, arguments, idempotency_key, state, output, attempts"
 
-CommitListener = Callable[[str, int], None]
+CommitListener = Callable[[str, Sequence[EventRow]], None]  # (response id, rows)
 
 # Unfinished, spelled exactly as the partial indexes of migration 4 declare it: SQLite
 # uses those indexes only for a query that repeats the condition (or one OR term of it).
@@ -105,11 +105,10 @@ class StoreBase:
 
     def _notify_after(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
         if events and self._listeners:
-            last = events[-1].seq
 
             def notify() -> None:
                 for listener in self._listeners:
-                    listener(response_id, last)
+                    listener(response_id, events)
 
             tx.after_commit(notify)
 

@@ -46,8 +46,8 @@ class SQLiteStore(ConversationStore, JournalStore):
     """Durable state of responses, events and conversations in one SQLite file (WAL).
 
     Writes go through one writer connection with group commit; reads use separate
-    connections. `on_events_committed` listeners are told (response id, last seq) after
-    each commit that added events, so live streams in this process wake at once.
+    connections. `on_events_committed` listeners are given (response id, rows) after
+    each commit that added events, so live streams in this process get them at once.
     """
 
     # -- responses: writes ------------------------------------------------------------
