@@ -85,6 +85,8 @@ class Connection:
                 kind, data = _parse_frame(frame)
                 if kind:
                     yield kind, data
+        if headers.get("connection") == "close":  # Hypercorn: every 1,000th response
+            await self.close()
 
 
 def _parse_frame(frame: bytes) -> tuple[str, bytes]:
