@@ -22,7 +22,8 @@ _used = 0
 
 
 def _reset_pool() -> None:
-    global _pool, _used
+    global _lock, _pool, _used
+    _lock = threading.Lock()  # another thread of the parent may have held it
     _pool, _used = b"", 0
 
 

@@ -25,7 +25,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from store import Fence, ItemRow, LeaseLost, ResponseRecord, StopRequested
+from store import Fence, ItemRow, LeaseLost, ResponseRecord, StopRequested, StoreError
 
 from . import _failpoints as fp
 from ._agent import Agent
@@ -392,6 +392,7 @@ class TurnRunner:
                 last_seq=emitter.next_seq - 1,
                 events=[encode(e) for e in events] if sink.durable else (),
                 step=self._step,
+                logged=sink.durable,
             )
         )
         if not sink.durable:
@@ -412,12 +413,15 @@ class TurnRunner:
         emitter, sink = self._emitter, self._sink
         sink.emit(emitter.close_open("incomplete"))
         try:
-            terminal = await self._save_terminal(outcome)
-        except StopRequested as request:
-            # A cancel or steer was recorded before this end could be: it wins (G9).
-            terminal = await self._save_terminal(stopped(request.kind))
+            try:
+                terminal = await self._save_terminal(outcome)
+            except StopRequested as request:
+                # A cancel or steer was recorded before this end could be: it wins (G9).
+                terminal = await self._save_terminal(stopped(request.kind))
         except LeaseLost:
             return self._lost()
+        except StoreError as exc:
+            return await self._abandon(exc)
         fp.failpoint(fp.TERMINAL)
         if not sink.durable:
             sink.emit([terminal])
@@ -444,9 +448,10 @@ class TurnRunner:
                     events=[encode(terminal)] if self._sink.durable else (),
                     terminal=True,
                     conversation_items=self._conversation_items() if keeps_history else (),
+                    logged=self._sink.durable,
                 )
             )
-        except StopRequested:
+        except StoreError:
             emitter.next_seq = seq  # nothing of this end was committed
             raise
         self._runtime.observer.response_finished(outcome.status)
@@ -459,6 +464,28 @@ class TurnRunner:
         output = history_items(self._emitter.output, ended_incomplete=ended_incomplete)
         items = [*self._params["input"], *output]
         return [ItemRow(item["id"], dumps(item)) for item in items]
+
+    async def _abandon(self, error: StoreError) -> None:
+        """The end could not be saved: leave the turn to the recovery scan, which resumes
+        it from what was committed (nothing after that was ever sent, G7)."""
+        log.error("response %s: could not save its end (%s); releasing it", self.response_id, error)
+        if not self._sink.durable:  # its client is waiting for an end
+            self._sink.emit(
+                [
+                    self._emitter.finish(
+                        ResponseStatus.FAILED,
+                        error={
+                            "code": "server_error",
+                            "message": "The server could not save this response.",
+                        },
+                    )
+                ]
+            )
+        try:
+            await self._store.release_lease(self.response_id, self._fence)
+        except StoreError as again:
+            log.warning("response %s: could not release it either: %s", self.response_id, again)
+        self._resolve()
 
     def _lost(self) -> None:
         log.warning("response %s: lease lost, stopping without writing", self.response_id)

@@ -47,11 +47,12 @@ class DurableSink:
         self._pending: list[asyncio.Future[None]] = []
         self._buffer: list[EventRow] = []
         self._append_waiting = False
+        self._failed: BaseException | None = None  # an append failed: the log has a gap
         # The writer thread takes the buffer while the event loop may be adding to it.
         self._lock = threading.Lock()
 
     def emit(self, events: Sequence[Event]) -> None:
-        if not events:
+        if not events or self._failed is not None:
             return
         rows = [encode(e) for e in events]
         with self._lock:
@@ -60,7 +61,12 @@ class DurableSink:
                 return
             self._append_waiting = True
         append = self._store.append_events(self._response_id, self._fence, self._take)
+        append.add_done_callback(self._appended)
         self._pending.append(append)
+
+    def _appended(self, append: asyncio.Future[None]) -> None:
+        if not append.cancelled() and append.exception() is not None and self._failed is None:
+            self._failed = append.exception()
 
     def _take(self) -> list[EventRow]:
         """On the writer thread, as the append runs: everything emitted until now."""
@@ -76,6 +82,8 @@ class DurableSink:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+        if self._failed is not None:  # nothing emitted after a failed append is appended
+            raise self._failed
 
 
 class MemorySink:

@@ -131,16 +131,24 @@ class StoreBase:
         if row is None:
             raise LeaseLost(f"response {response_id} is no longer held by {fence}")
 
+    def _last_logged(self, tx: Tx, response_id: str) -> int:
+        row = _fetchone(
+            tx.conn, "SELECT max(seq) FROM events WHERE response_id = ?", (response_id,)
+        )
+        return -1 if row is None or row[0] is None else int(row[0])
+
+    def _check_log_ends_at(self, tx: Tx, response_id: str, seq: int) -> None:
+        last = self._last_logged(tx, response_id)
+        if last != seq:
+            raise Conflict(f"response {response_id}: the log ends at event {last}, not {seq}")
+
     def _insert_events(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
         """Append to the response's log, which must stay gapless (G7): writes queued
         behind one another commit in order, and if an earlier one failed, a later one
         that does not follow the log's last event fails too."""
         if not events:
             return
-        row = _fetchone(
-            tx.conn, "SELECT max(seq) FROM events WHERE response_id = ?", (response_id,)
-        )
-        last = -1 if row is None or row[0] is None else int(row[0])
+        last = self._last_logged(tx, response_id)
         if events[0].seq != last + 1:
             raise Conflict(
                 f"response {response_id}: event {events[0].seq} does not follow event {last}"

@@ -95,18 +95,21 @@ class Writer:
         self._queue: deque[_Queued] = deque()
         self._urgent: deque[_Queued] = deque()
         self._wake = threading.Event()
+        self._lock = threading.Lock()  # a submit and the thread's last look at the queues
         self._stopping = False
         self._stopped = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
 
     def submit(self, op: Operation[T], *, urgent: bool = False) -> asyncio.Future[T]:
         """Queue an operation; the future resolves after its transaction commits. An
         `urgent` one (a lease renewal) goes into the next batch, ahead of the queue."""
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        if self._stopped:
-            fut.set_exception(StoreError("the store is closed"))
-            return fut
-        (self._urgent if urgent else self._queue).append((op, fut))
+        with self._lock:
+            if self._stopped:
+                fut.set_exception(StoreError("the store is closed"))
+                return fut
+            (self._urgent if urgent else self._queue).append((op, fut))
         self._wake.set()
         return fut
 
@@ -124,16 +127,22 @@ class Writer:
             try:
                 self._serve()
             finally:
-                self._stopped = True
+                with self._lock:
+                    self._stopped = True
+                    left = [*self._urgent, *self._queue]  # only if the thread itself failed
+                    self._urgent.clear()
+                    self._queue.clear()
                 with contextlib.suppress(RuntimeError):  # the loop is already closed
+                    if left:
+                        loop.call_soon_threadsafe(_fail, left, StoreError("the writer stopped"))
                     loop.call_soon_threadsafe(_resolve, ended, None)
 
-        threading.Thread(target=main, name="store-writer", daemon=True).start()
+        self._thread = threading.Thread(target=main, name="store-writer", daemon=True)
+        self._thread.start()
         try:
             await asyncio.shield(ended)
         except asyncio.CancelledError:
             self.stop()
-            await ended
             raise
 
     def stop(self) -> None:
@@ -156,8 +165,10 @@ class Writer:
                 assert self._loop is not None
                 with contextlib.suppress(RuntimeError):  # the loop is already closed
                     self._loop.call_soon_threadsafe(settle)
-            if self._stopping and not self._urgent and not self._queue:
-                return
+            with self._lock:
+                if self._stopping and not self._urgent and not self._queue:
+                    self._stopped = True  # under the lock: no submit slips in after this
+                    return
 
     def _commit(self, batch: list[_Queued]) -> Callable[[], None]:
         """On the writer thread: commit `batch`; return what the loop must then do."""
@@ -171,11 +182,13 @@ class Writer:
         elapsed = time.perf_counter() - started
 
         def settle() -> None:
-            for listener in self.commit_listeners:
-                listener(elapsed, len(batch))
-            tx.run_hooks()
-            for value, (_, fut) in zip(results, batch, strict=True):
-                _resolve(fut, value)
+            try:
+                for listener in self.commit_listeners:
+                    listener(elapsed, len(batch))
+                tx.run_hooks()
+            finally:  # committed: every caller learns it, whatever a listener does
+                for value, (_, fut) in zip(results, batch, strict=True):
+                    _resolve(fut, value)
 
         return settle
 
@@ -217,6 +230,10 @@ class Writer:
         return tx, results
 
     async def close(self) -> None:
+        """Close the connection once the writer thread has ended (`stop`, then `serve`)."""
+        self.stop()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
         await asyncio.to_thread(self._conn.close)
 
 
@@ -229,8 +246,10 @@ def _resolve(fut: asyncio.Future[Any], value: Any) -> None:
 
 
 def _settle_one(tx: Tx, fut: asyncio.Future[Any], value: Any) -> None:
-    tx.run_hooks()
-    _resolve(fut, value)
+    try:
+        tx.run_hooks()
+    finally:
+        _resolve(fut, value)
 
 
 def _fail(batch: list[_Queued], exc: BaseException, *, wrap: bool = True) -> None:
@@ -315,6 +334,10 @@ def migrate(conn: sqlite3.Connection, migrations: tuple[str, ...]) -> int:
     for version in range(current + 1, len(migrations) + 1):
         conn.execute("BEGIN IMMEDIATE")
         try:
+            row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+            if row and row[0] is not None and int(row[0]) >= version:
+                conn.execute("ROLLBACK")  # another process applied it meanwhile
+                continue
             for statement in _statements(migrations[version - 1]):
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))

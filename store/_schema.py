@@ -106,8 +106,8 @@ MIGRATIONS: tuple[str, ...] = (
     # uses a partial index only where the query repeats its condition (store/_base.py,
     # UNFINISHED) or one of its OR terms.
     """
-    DROP INDEX responses_active;
-    DROP INDEX responses_lane;
+    DROP INDEX IF EXISTS responses_active;
+    DROP INDEX IF EXISTS responses_lane;
     CREATE INDEX responses_unfinished_owner ON responses (owner, status)
         WHERE (status = 'queued' OR status = 'in_progress');
     CREATE INDEX responses_unfinished_tenant ON responses (tenant, status)

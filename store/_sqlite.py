@@ -319,6 +319,18 @@ class SQLiteStore(ConversationStore, JournalStore):
 
         await self._write("release leases", op)
 
+    async def release_lease(self, response_id: str, fence: Fence) -> None:
+        """Give up one response's lease now, so that the recovery scan resumes it."""
+
+        def op(tx: Tx) -> None:
+            tx.conn.execute(
+                "UPDATE responses SET owner = NULL, lease_expires_at = NULL"
+                " WHERE id = ? AND owner = ? AND epoch = ? AND status = 'in_progress'",
+                (response_id, fence.owner, fence.epoch),
+            )
+
+        await self._write("release lease", op)
+
     async def stop_requests(self, owner: str) -> list[tuple[str, str]]:
         """(id, kind) of the responses `owner` drives that were asked to stop: kind is
         `cancelled`, `rollback` or `interrupt`."""
@@ -361,11 +373,13 @@ class SQLiteStore(ConversationStore, JournalStore):
         status: str,
         step: int | None = None,
         conversation_items: Sequence[ItemRow] = (),
+        logged: bool = False,
     ) -> None:
         """Commit a checkpoint (or, with `terminal`, the final state and release the lease).
 
-        The events up to `last_seq` are committed in the same transaction, so the snapshot
-        covers exactly the events before it.
+        `events` are committed in the same transaction. With `logged` (a response with an
+        event log), the log must then end exactly at `last_seq`: a snapshot never gets
+        ahead of the events it covers, even if an append queued before it failed.
         """
 
         def op(tx: Tx) -> None:
@@ -390,6 +404,8 @@ class SQLiteStore(ConversationStore, JournalStore):
             if terminal:
                 self._check_stop_request(tx, response_id, status)
             self._insert_events(tx, response_id, events)
+            if logged:
+                self._check_log_ends_at(tx, response_id, last_seq)
             if conversation_items:
                 self._append_conversation_items(tx, response_id, conversation_items)
 

@@ -20,6 +20,7 @@ from store import (
     LeaseLost,
     NewResponse,
     SQLiteStore,
+    StoreError,
     StoreOpenError,
     open_store,
 )
@@ -145,6 +146,44 @@ async def test_writes_with_a_stale_epoch_are_refused(store: SQLiteStore) -> None
             "resp_c", Fence("other", 1), snapshot="{}", last_seq=0, status="completed"
         )
     assert await store.read_events("resp_c", -1) == []
+
+
+async def test_the_event_log_refuses_a_gap_and_a_snapshot_ahead_of_it(
+    store: SQLiteStore,
+) -> None:
+    """Writes queued behind a failed append must not commit past it (G7): the log stays
+    gapless and a snapshot never covers events the log does not hold."""
+    await store.create_response(new_response("resp_g", owner="me"), [], [])
+    fence = Fence("me", 1)
+    await store.append_events("resp_g", fence, rows(0, 1))
+
+    with pytest.raises(Conflict):
+        await store.append_events("resp_g", fence, rows(3))
+    with pytest.raises(Conflict):
+        await store.save_snapshot(
+            "resp_g", fence, snapshot="{}", last_seq=2, status="in_progress", logged=True
+        )
+    await store.save_snapshot(
+        "resp_g",
+        fence,
+        snapshot="{}",
+        last_seq=3,
+        status="in_progress",
+        events=rows(2, 3),
+        logged=True,
+    )
+
+    assert [row.seq for row in await store.read_events("resp_g", -1)] == [0, 1, 2, 3]
+    record = await store.get_response("resp_g", "")
+    assert record is not None and record.last_seq == 3
+
+
+async def test_a_write_after_the_store_closed_fails_instead_of_hanging(tmp_path: Path) -> None:
+    async with open_store(tmp_path / "closed.db") as store:
+        await store.create_response(new_response("resp_z"), [], [])
+
+    with pytest.raises(StoreError, match="closed"):
+        await asyncio.wait_for(store.request_cancel("resp_z"), 10)
 
 
 async def test_a_queued_response_is_claimed_by_exactly_one_owner(store: SQLiteStore) -> None:
