@@ -527,6 +527,14 @@ class Runtime:
         current_response_id.set(record.id)
         return record
 
+    async def snapshot(self, response_id: str, tenant: str) -> tuple[str, bool]:
+        """(snapshot JSON, background) of a response, for the GET that polls it."""
+        found = await self.store.response_snapshot(response_id, tenant)
+        if found is None:
+            raise NotFound(f"Response with id '{response_id}' not found.")
+        current_response_id.set(response_id)
+        return found
+
     async def follow(
         self, response_id: str, tenant: str, after: int
     ) -> AsyncIterator[list[EventRow]]:

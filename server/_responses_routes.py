@@ -134,11 +134,11 @@ async def get_response(request: Request) -> Response:
     ctx = context(request)
     response_id = request.path_params["response_id"]
     who = tenant(request)
-    record = await ctx.runtime.get(response_id, who)
+    snapshot, background = await ctx.runtime.snapshot(response_id, who)
     query = request.query_params
     if not query_bool(query, "stream"):
-        return raw_json(record.snapshot)
-    if not record.background:
+        return raw_json(snapshot)
+    if not background:
         raise APIError(
             400,
             "This response cannot be streamed because it was not created with background=true.",

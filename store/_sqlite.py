@@ -476,6 +476,14 @@ class SQLiteStore(ConversationStore, JournalStore):
         )
         return _response(rows[0]) if rows else None
 
+    async def response_snapshot(self, response_id: str, tenant: str) -> tuple[str, bool] | None:
+        """(snapshot, background) of a response: what a GET needs, without the rest."""
+        rows = self._readers.point(
+            "SELECT snapshot, background FROM responses WHERE id = ? AND tenant = ?",
+            (response_id, tenant),
+        )
+        return (rows[0][0], bool(rows[0][1])) if rows else None
+
     async def ping(self) -> None:
         """Raise StoreError unless the database answers a read."""
         with translate_sqlite_errors("ping"):
