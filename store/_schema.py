@@ -115,6 +115,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX responses_unfinished_lane ON responses (lane)
         WHERE (status = 'queued' OR status = 'in_progress');
     """,
+    # 5: the retention purge reads only finished responses old enough to go, and the
+    # idempotency keys of exactly those, instead of scanning both tables every hour.
+    # The condition is spelled as store/_base.py _TERMINAL_SQL, which SQLite must match.
+    """
+    CREATE INDEX responses_finished ON responses (updated_at)
+        WHERE status IN ('completed', 'failed', 'cancelled', 'incomplete');
+    CREATE INDEX idempotency_keys_response ON idempotency_keys (response_id);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -240,23 +240,33 @@ class SQLiteStore(ConversationStore, JournalStore):
         )
         return [(r[0], r[1]) for r in rows]
 
-    async def purge(self, before: float) -> tuple[int, int]:
+    async def purge(self, before: float, batch: int = 500) -> tuple[int, int]:
         """Delete finished responses last changed before `before` (their items, events,
-        steps and journal go with them) and the idempotency keys of responses that are gone.
-        Running and queued responses are never touched. Returns (responses, keys) deleted."""
+        steps and journal go with them) and their idempotency keys, `batch` responses per
+        transaction so that other writes are not held up behind a large backlog. Running
+        and queued responses are never touched. Returns (responses, keys) deleted."""
+        expired = (
+            f"SELECT id FROM responses WHERE status IN {_TERMINAL_SQL} AND updated_at < ? LIMIT ?"
+        )
 
         def op(tx: Tx) -> tuple[int, int]:
-            gone = tx.conn.execute(
-                f"DELETE FROM responses WHERE status IN {_TERMINAL_SQL} AND updated_at < ?",
-                (before,),
-            )
+            ids = [row[0] for row in tx.conn.execute(expired, (before, batch))]
+            if not ids:
+                return 0, 0
+            marks = ", ".join("?" * len(ids))
             # A key lives as long as its response (G11: keys expire with its retention).
             keys = tx.conn.execute(
-                "DELETE FROM idempotency_keys WHERE response_id NOT IN (SELECT id FROM responses)"
+                f"DELETE FROM idempotency_keys WHERE response_id IN ({marks})", ids
             )
+            gone = tx.conn.execute(f"DELETE FROM responses WHERE id IN ({marks})", ids)
             return gone.rowcount, keys.rowcount
 
-        return await self._write("purge", op)
+        responses = keys = 0
+        while True:
+            gone, keys_gone = await self._write("purge", op)
+            responses, keys = responses + gone, keys + keys_gone
+            if gone < batch:
+                return responses, keys
 
     async def count_queued(self) -> int:
         row = await self._readers.fetchone("SELECT count(*) FROM responses WHERE status = 'queued'")
@@ -463,7 +473,10 @@ class SQLiteStore(ConversationStore, JournalStore):
                 f"DELETE FROM responses WHERE id = ? AND tenant = ? AND status IN {_TERMINAL_SQL}",
                 (response_id, tenant),
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            tx.conn.execute("DELETE FROM idempotency_keys WHERE response_id = ?", (response_id,))
+            return True
 
         return await self._write("delete response", op)
 

@@ -56,3 +56,17 @@ async def test_the_purge_follows_the_clock_and_spares_running_responses(tmp_path
         assert await store.idempotency_key("", "k-done") is None
         assert await counts(store, "resp_running") == (True, 1, 1)
         assert await store.idempotency_key("", "k-running") is not None
+
+
+async def test_a_large_backlog_is_purged_in_several_transactions(tmp_path: Path) -> None:
+    async with open_store(tmp_path / "r.db") as store:
+        for n in range(5):
+            await make(store, f"resp_{n}", finish=True, key=f"k-{n}")
+        commits: list[int] = []
+        store.on_commit(lambda _seconds, operations: commits.append(operations))
+
+        purged = await store.purge(before=time.time() + 31 * DAY, batch=2)
+
+        assert purged == (5, 5)
+        assert len(commits) == 3  # 2 + 2 + 1
+        assert [await store.get_response(f"resp_{n}", "") for n in range(5)] == [None] * 5

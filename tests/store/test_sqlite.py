@@ -199,9 +199,9 @@ async def test_a_queued_response_is_claimed_by_exactly_one_owner(store: SQLiteSt
 async def test_what_runs_per_turn_and_per_heartbeat_never_scans_all_stored_responses(
     tmp_path: Path,
 ) -> None:
-    """Admission, claims, lease renewals, cancel checks, the recovery scan and lane checks
-    must cost what is running, not what is stored: a full scan of a million stored
-    responses on each heartbeat would stall every write behind it."""
+    """Admission, claims, lease renewals, cancel checks, the recovery scan, lane checks
+    and the retention purge must cost what is running (or expiring), not what is stored:
+    a full scan of a million stored responses stalls every write behind it."""
     path = tmp_path / "plans.db"
     statements: list[str] = []
     async with open_store(path) as store:
@@ -224,7 +224,10 @@ async def test_what_runs_per_turn_and_per_heartbeat_never_scans_all_stored_respo
         await store.save_snapshot(
             "resp_a", Fence("me", 1), snapshot="{}", last_seq=0, status="completed", terminal=True
         )
-    queries = [s for s in statements if s.split()[0].upper() in ("SELECT", "UPDATE", "INSERT")]
+        await store.purge(before=time.time() - 86400)
+        assert await store.delete_response("resp_a", "")
+    verbs = ("SELECT", "UPDATE", "INSERT", "DELETE")
+    queries = [s for s in statements if s.split()[0].upper() in verbs]
     assert len(queries) >= 12
 
     with contextlib.closing(sqlite3.connect(path)) as conn:
