@@ -137,18 +137,42 @@ class StoreBase:
         )
         return -1 if row is None or row[0] is None else int(row[0])
 
-    def _check_log_ends_at(self, tx: Tx, response_id: str, seq: int) -> None:
-        last = self._last_logged(tx, response_id)
+    def _fenced_log_end(self, tx: Tx, response_id: str, fence: Fence) -> int:
+        """The fence check and the log's last event, in one statement."""
+        row = _fetchone(
+            tx.conn,
+            "SELECT coalesce((SELECT max(seq) FROM events WHERE response_id = responses.id), -1)"
+            " FROM responses WHERE id = ? AND owner = ? AND epoch = ?"
+            f" AND status NOT IN {_TERMINAL_SQL}",
+            (response_id, fence.owner, fence.epoch),
+        )
+        if row is None:
+            raise LeaseLost(f"response {response_id} is no longer held by {fence}")
+        return int(row[0])
+
+    def _check_log_ends_at(
+        self, tx: Tx, response_id: str, seq: int, appended: Sequence[EventRow]
+    ) -> None:
+        # Rows just appended follow the log's last event, so the log ends with them.
+        last = appended[-1].seq if appended else self._last_logged(tx, response_id)
         if last != seq:
             raise Conflict(f"response {response_id}: the log ends at event {last}, not {seq}")
 
-    def _insert_events(self, tx: Tx, response_id: str, events: Sequence[EventRow]) -> None:
+    def _insert_events(
+        self,
+        tx: Tx,
+        response_id: str,
+        events: Sequence[EventRow],
+        last: int | None = None,
+    ) -> None:
         """Append to the response's log, which must stay gapless (G7): writes queued
         behind one another commit in order, and if an earlier one failed, a later one
-        that does not follow the log's last event fails too."""
+        that does not follow the log's last event (`last`, read here if not given)
+        fails too."""
         if not events:
             return
-        last = self._last_logged(tx, response_id)
+        if last is None:
+            last = self._last_logged(tx, response_id)
         if events[0].seq != last + 1:
             raise Conflict(
                 f"response {response_id}: event {events[0].seq} does not follow event {last}"

@@ -366,8 +366,8 @@ class SQLiteStore(ConversationStore, JournalStore):
             nonlocal taken
             if taken is None:  # once: the writer may run an operation again
                 taken = events() if callable(events) else events
-            self._check_fence(tx, response_id, fence)
-            self._insert_events(tx, response_id, taken)
+            last = self._fenced_log_end(tx, response_id, fence)
+            self._insert_events(tx, response_id, taken, last)
 
         return self._writer.submit(op)
 
@@ -415,7 +415,7 @@ class SQLiteStore(ConversationStore, JournalStore):
                 self._check_stop_request(tx, response_id, status)
             self._insert_events(tx, response_id, events)
             if logged:
-                self._check_log_ends_at(tx, response_id, last_seq)
+                self._check_log_ends_at(tx, response_id, last_seq, events)
             if conversation_items:
                 self._append_conversation_items(tx, response_id, conversation_items)
 
