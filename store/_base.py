@@ -122,14 +122,19 @@ class StoreBase:
         return await self._writer.run(guarded, urgent=urgent)
 
     def _check_fence(self, tx: Tx, response_id: str, fence: Fence) -> None:
+        self._fenced(tx, response_id, fence, "1")
+
+    def _fenced(self, tx: Tx, response_id: str, fence: Fence, select: str) -> sqlite3.Row:
+        """`SELECT select` from the response if `fence` still holds it; else LeaseLost."""
         row = _fetchone(
             tx.conn,
-            "SELECT 1 FROM responses WHERE id = ? AND owner = ? AND epoch = ?"
+            f"SELECT {select} FROM responses WHERE id = ? AND owner = ? AND epoch = ?"
             f" AND status NOT IN {_TERMINAL_SQL}",
             (response_id, fence.owner, fence.epoch),
         )
         if row is None:
             raise LeaseLost(f"response {response_id} is no longer held by {fence}")
+        return row
 
     def _last_logged(self, tx: Tx, response_id: str) -> int:
         row = _fetchone(
@@ -139,16 +144,8 @@ class StoreBase:
 
     def _fenced_log_end(self, tx: Tx, response_id: str, fence: Fence) -> int:
         """The fence check and the log's last event, in one statement."""
-        row = _fetchone(
-            tx.conn,
-            "SELECT coalesce((SELECT max(seq) FROM events WHERE response_id = responses.id), -1)"
-            " FROM responses WHERE id = ? AND owner = ? AND epoch = ?"
-            f" AND status NOT IN {_TERMINAL_SQL}",
-            (response_id, fence.owner, fence.epoch),
-        )
-        if row is None:
-            raise LeaseLost(f"response {response_id} is no longer held by {fence}")
-        return int(row[0])
+        last = "coalesce((SELECT max(seq) FROM events WHERE response_id = responses.id), -1)"
+        return int(self._fenced(tx, response_id, fence, last)[0])
 
     def _check_log_ends_at(
         self, tx: Tx, response_id: str, seq: int, appended: Sequence[EventRow]
