@@ -21,7 +21,7 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import Coroutine
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -383,26 +383,44 @@ class TurnRunner:
     async def _save_checkpoint(self, events: list[dict[str, Any]]) -> None:
         emitter, sink = self._emitter, self._sink
         emitter.response["usage"] = usage_object(self._usage) if self._usage else None
-        await self._behind_sink(
-            self._store.save_snapshot(
-                self.response_id,
-                self._fence,
-                status=ResponseStatus.IN_PROGRESS,
-                snapshot=dumps(emitter.response),
-                last_seq=emitter.next_seq - 1,
-                events=[encode(e) for e in events] if sink.durable else (),
-                step=self._step,
-                logged=sink.durable,
-            )
+        await self._save_snapshot(
+            events,
+            status=ResponseStatus.IN_PROGRESS,
+            last_seq=emitter.next_seq - 1,
+            step=self._step,
         )
         if not sink.durable:
             sink.emit(events)
 
-    async def _behind_sink(self, save: Coroutine[Any, Any, None]) -> None:
-        """Run a snapshot write queued right behind the appends the sink has pending,
+    async def _save_snapshot(
+        self,
+        events: list[dict[str, Any]],
+        *,
+        status: ResponseStatus,
+        last_seq: int,
+        step: int | None = None,
+        terminal: bool = False,
+        conversation_items: Sequence[ItemRow] = (),
+    ) -> None:
+        """Commit the current response as a snapshot, with `events` when the response
+        keeps a log. The write is queued right behind the appends the sink has pending,
         without waiting for them first: the writer keeps order and the log refuses a gap,
         so both usually share one commit instead of waiting for two in a row."""
-        write = asyncio.ensure_future(save)
+        durable = self._sink.durable
+        write = asyncio.ensure_future(
+            self._store.save_snapshot(
+                self.response_id,
+                self._fence,
+                status=status,
+                snapshot=dumps(self._emitter.response),
+                last_seq=last_seq,
+                events=[encode(e) for e in events] if durable else (),
+                step=step,
+                terminal=terminal,
+                conversation_items=conversation_items,
+                logged=durable,
+            )
+        )
         for result in await asyncio.gather(self._sink.flush(), write, return_exceptions=True):
             if isinstance(result, BaseException):
                 raise result  # the appends' failure first: the snapshot's follows from it
@@ -438,18 +456,12 @@ class TurnRunner:
         )
         keeps_history = outcome.status in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE)
         try:
-            await self._behind_sink(
-                self._store.save_snapshot(
-                    self.response_id,
-                    self._fence,
-                    status=outcome.status,
-                    snapshot=dumps(emitter.response),
-                    last_seq=terminal["sequence_number"],
-                    events=[encode(terminal)] if self._sink.durable else (),
-                    terminal=True,
-                    conversation_items=self._conversation_items() if keeps_history else (),
-                    logged=self._sink.durable,
-                )
+            await self._save_snapshot(
+                [terminal],
+                status=outcome.status,
+                last_seq=terminal["sequence_number"],
+                terminal=True,
+                conversation_items=self._conversation_items() if keeps_history else (),
             )
         except StoreError:
             emitter.next_seq = seq  # nothing of this end was committed
