@@ -19,12 +19,15 @@ Event = dict[str, Any]
 
 
 class _OpenMessage:
-    __slots__ = ("index", "item", "text")
+    __slots__ = ("heard", "index", "item", "text")
 
     def __init__(self, index: int, item: dict[str, Any]) -> None:
         self.index = index
         self.item = item
         self.text: list[str] = []
+        # While resuming after a cut: the new attempt's text not yet matched against
+        # what was streamed before it (None once the message goes on live).
+        self.heard: str | None = None
 
 
 class _OpenCall:
@@ -96,21 +99,69 @@ class Emitter:
 
     def text_delta(self, delta: TextDelta) -> list[Event]:
         events = self._close_calls("completed")
+        if self._message is not None and self._message.heard is not None:
+            return events + self._resume_text(self._message, delta.text)
         if self._message is None:
             events += self._open_message()
         message = self._message
         assert message is not None
-        message.text.append(delta.text)
-        events.append(
+        return events + self._append_text(message, delta.text)
+
+    def _append_text(self, message: _OpenMessage, text: str) -> list[Event]:
+        if not text:
+            return []
+        message.text.append(text)
+        return [
             self._event(
                 "response.output_text.delta",
                 item_id=message.item["id"],
                 output_index=message.index,
                 content_index=0,
-                delta=delta.text,
+                delta=text,
                 logprobs=[],
             )
-        )
+        ]
+
+    # -- a message cut off, and its next attempt -----------------------------------------
+
+    def suspend_message(self) -> None:
+        """The model call streaming the open message failed and will be tried again:
+        keep the message open, and match the next attempt's text against it."""
+        if self._message is not None:
+            self._message.heard = ""
+
+    def resume_message(self, index: int, item: dict[str, Any], text: str) -> None:
+        """Reopen a message a crash cut off (rebuilt from the log) so that the next
+        model call continues it instead of starting the answer again."""
+        message = _OpenMessage(index, item)
+        message.text.append(text)
+        message.heard = ""
+        self._message = message
+
+    def _resume_text(self, message: _OpenMessage, text: str) -> list[Event]:
+        """Text of a new attempt at a cut message. While it repeats what was streamed
+        before the cut nothing is sent; past that, it continues the same item. If it
+        says something else, the cut message is dropped and the new text starts a new
+        one, so the answer is read once either way (`output_text`)."""
+        assert message.heard is not None
+        heard, streamed = message.heard + text, "".join(message.text)
+        if streamed.startswith(heard):
+            message.heard = heard if len(heard) < len(streamed) else None
+            return []
+        if heard.startswith(streamed):
+            message.heard = None
+            return self._append_text(message, heard[len(streamed) :])
+        events = self._drop_message(message)
+        events += self._open_message()
+        assert self._message is not None
+        return events + self._append_text(self._message, heard)
+
+    def _drop_message(self, message: _OpenMessage) -> list[Event]:
+        """Close a cut message `incomplete` with no content: its text events stay as
+        they were streamed, but it is no part of the answer."""
+        events = self._close_message("incomplete")
+        message.item["content"] = []
+        events[-1]["item"]["content"] = []
         return events
 
     def function_call_delta(self, delta: FunctionCallDelta) -> list[Event]:
@@ -146,6 +197,25 @@ class Emitter:
                 )
             )
         return events
+
+    def function_calls(self, deltas: list[FunctionCallDelta]) -> list[Event]:
+        """A step's function calls, whole: the model streamed them (`deltas`, in order)
+        and they are published only once its stream ended, in one batch with the step
+        record, so that no call is ever seen (or logged) before the step's decision is
+        durable. Each call's arguments go out as one delta."""
+        merged: dict[str, FunctionCallDelta] = {}
+        for delta in deltas:
+            seen = merged.get(delta.call_id)
+            if seen is None:
+                merged[delta.call_id] = delta
+            else:
+                merged[delta.call_id] = FunctionCallDelta(
+                    delta.call_id, seen.name, seen.arguments + delta.arguments
+                )
+        events = self.close_open()
+        for delta in merged.values():
+            events += self.function_call_delta(delta)
+        return events + self._close_calls("completed")
 
     def close_open(self, status: str = "completed") -> list[Event]:
         """Close every open item (`incomplete` when the step was cut off)."""
@@ -198,6 +268,18 @@ class Emitter:
         message = self._message
         if message is None:
             return []
+        if message.heard is not None and status == "completed":
+            # The new attempt ended before it said all that the cut one had: its text
+            # so far is the answer, in a message of its own.
+            heard, message.heard = message.heard, None
+            events = self._drop_message(message)
+            if heard:
+                events += self._open_message()
+                assert self._message is not None
+                events += self._append_text(self._message, heard)
+                events += self._close_message("completed")
+            return events
+        message.heard = None
         self._message = None
         text = "".join(message.text)
         part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}

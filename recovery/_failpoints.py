@@ -9,6 +9,7 @@ import os
 
 ACCEPTED = "accepted"  # create committed, run not started
 MODEL_STREAM = "model_stream"  # in the middle of a model stream, after some events
+STEP_STREAMED = "step_streamed"  # a step's stream ended with server calls, not yet recorded
 STEP_RECORDED = "step_recorded"  # step record committed, no tool claimed yet
 TOOL_CLAIMED = "tool_claimed"  # journal claim committed, tool body not started
 TOOL_EFFECT = "tool_effect"  # tool body returned (effect done), result not recorded
@@ -19,6 +20,7 @@ TERMINAL = "terminal"  # terminal status committed, last events not yet delivere
 ALL = (
     ACCEPTED,
     MODEL_STREAM,
+    STEP_STREAMED,
     STEP_RECORDED,
     TOOL_CLAIMED,
     TOOL_EFFECT,

@@ -20,6 +20,8 @@ def history_items(output: list[Item], *, ended_incomplete: bool = False) -> list
     """
     kept = []
     for index, item in enumerate(output):
+        if item.get("status") == "in_progress":
+            continue  # still open: a message cut off that the next model call continues
         if item.get("status") == "incomplete":
             is_final_answer = index == len(output) - 1 and item.get("type") == "message"
             if not (ended_incomplete and is_final_answer):
@@ -31,13 +33,18 @@ def history_items(output: list[Item], *, ended_incomplete: bool = False) -> list
 
 
 def check_tool_pairing(
-    history: list[Item], new_input: list[Item], *, allow_pending: bool = False
+    history: list[Item],
+    new_input: list[Item],
+    *,
+    allow_pending: bool = False,
+    param: str = "input",
 ) -> None:
     """Refuse input that would break tool pairing (durability.md G5).
 
     Every `function_call_output` must answer a call made earlier, once; and after the new
     input, no call may be left without its output (unless `allow_pending`: the history is
-    that of a turn still running, whose calls may yet be answered).
+    that of a turn still running, whose calls may yet be answered). `param` names the
+    client's field in the error.
     """
     calls: set[str] = set()
     answered: set[str] = set()
@@ -51,25 +58,81 @@ def check_tool_pairing(
             if call_id not in calls and from_client:
                 raise InvalidRequest(
                     f"No tool call found for function call output with call_id '{call_id}'.",
-                    param="input",
+                    param=param,
                     code="tool_call_not_found",
                 )
             if call_id in answered and from_client:
                 raise InvalidRequest(
                     f"Duplicate function call output for call_id '{call_id}'.",
-                    param="input",
+                    param=param,
                     code="duplicate_tool_output",
                 )
             answered.add(call_id)
-    pending = [call_id for call_id in calls if call_id not in answered]
-    if pending and not allow_pending:
-        first = sorted(pending)[0]
-        raise InvalidRequest(
-            f"No tool output found for function call '{first}'. Supply a "
-            "function_call_output item with this call_id before continuing.",
-            param="input",
-            code="tool_output_missing",
-        )
+    if not allow_pending:
+        check_answered([*history, *new_input], param=param)
+
+
+def check_answered(items: list[Item], *, param: str = "input") -> None:
+    """Raise InvalidRequest `tool_output_missing`, naming the first call of `items` that no
+    `function_call_output` answers. It is how a turn's whole history is checked when the
+    turn starts: one accepted while its lane was busy may find that the turn before it
+    ended waiting for a client tool's output, which its own input does not supply."""
+    answered = {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+    for item in items:
+        if item.get("type") == "function_call" and item["call_id"] not in answered:
+            raise InvalidRequest(
+                f"No tool output found for function call '{item['call_id']}'. Supply a "
+                "function_call_output item with this call_id before continuing.",
+                param=param,
+                code="tool_output_missing",
+            )
+
+
+def drop_orphaned_outputs(items: list[Item]) -> tuple[list[Item], list[str]]:
+    """`items` without the `function_call_output`s that answer no earlier call (or a call
+    already answered), and the call ids of those dropped. A stored history loses a call
+    only when the response that held it was deleted: the outputs that answered it would
+    make every model refuse the history (G5), so they go too."""
+    calls: set[str] = set()
+    answered: set[str] = set()
+    kept: list[Item] = []
+    dropped: list[str] = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            calls.add(item["call_id"])
+        elif kind == "function_call_output":
+            call_id = item["call_id"]
+            if call_id not in calls or call_id in answered:
+                dropped.append(call_id)
+                continue
+            answered.add(call_id)
+        kept.append(item)
+    return kept, dropped
+
+
+def unpaired_call(items: list[Item]) -> str | None:
+    """What breaks pairing in a history about to be sent to a model, or None: every
+    `function_call` must be answered by exactly one later `function_call_output`, and
+    every output must answer an earlier call (the checks OpenAI makes, G5 at the wire)."""
+    open_calls: dict[str, None] = {}  # in order: the first unanswered one is named
+    answered: set[str] = set()
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            open_calls[item["call_id"]] = None
+        elif kind == "function_call_output":
+            call_id = item["call_id"]
+            if call_id in open_calls:
+                del open_calls[call_id]
+                answered.add(call_id)
+            elif call_id in answered:
+                return f"two outputs for function call '{call_id}'"
+            else:
+                return f"an output for function call '{call_id}' with no such call before it"
+    if open_calls:
+        return f"function call '{next(iter(open_calls))}' with no output"
+    return None
 
 
 def loads_all(texts: Iterable[str]) -> list[Item]:

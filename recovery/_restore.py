@@ -1,6 +1,8 @@
 """Rebuilding a runner's view of a response from its last checkpoint and the events
-committed after it (G7): items a crash cut off are closed `incomplete`, and the closing
-events continue the sequence numbers after the last committed event."""
+committed after it (G7): a message the crash cut off stays open for the next model call
+to continue (see `Emitter.resume_message`); any other item left open is closed
+`incomplete`, and the closing events continue the sequence numbers after the last
+committed event."""
 
 from __future__ import annotations
 
@@ -43,6 +45,15 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
         elif kind in ("response.in_progress", "response.created", "response.queued"):
             emitter.response["status"] = event["response"]["status"]
     closing: list[Event] = []
+    last = max(open_items, default=None)
+    if (
+        last is not None
+        and open_items[last]["type"] == "message"
+        and open_items[last]["id"] in parts
+    ):
+        # The message the crash cut stays open: the next model call continues it.
+        item = open_items.pop(last)
+        emitter.resume_message(last, item, "".join(texts.get(item["id"], [])))
     for index, item in sorted(open_items.items()):
         item = dict(item, status="incomplete")
         if item["type"] == "message":

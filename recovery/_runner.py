@@ -21,7 +21,7 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from . import _failpoints as fp
 from ._agent import Agent
 from ._emitter import Emitter
 from ._errors import ModelError, TurnStopped
-from ._history import history_items
+from ._history import history_items, unpaired_call
 from ._items import text_of
 from ._journal import ToolOutcomeUnknown, ToolPhase
 from ._json import dumps
@@ -93,7 +93,9 @@ class TurnRunner:
         self._stop_reason: str | None = None
         self.started = False  # False while a foreground turn waits for its lane
         self._draining = False
-        self._model_task: asyncio.Task[Incomplete | None] | None = None
+        self._model_task: asyncio.Task[tuple[Incomplete | None, list[FunctionCallDelta]]] | None = (
+            None
+        )
         self.cancelled = asyncio.Event()  # tools see it as ToolContext.cancelled
         self.done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         if record.stop_request is not None:  # asked while no process drove it
@@ -196,18 +198,20 @@ class TurnRunner:
                 self.check_stop()
                 if self._step >= budget.steps:
                     return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_steps")
+                incomplete, deltas = await self._model_step(agent, history)
                 first = len(self._emitter.output)
-                incomplete = await self._model_step(agent, history)
-                step_items = self._emitter.output[first:]
-                calls = [i for i in step_items if i["type"] == "function_call"]
+                call_events = self._emitter.function_calls(deltas)
+                calls = self._emitter.output[first:]
                 server_calls = [c for c in calls if c["name"] in phase.tools]
-                if incomplete is not None and not server_calls:
-                    return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason=incomplete.reason)
                 if not server_calls:
+                    self._sink.emit(call_events)
+                    if incomplete is not None:
+                        return Outcome(
+                            ResponseStatus.INCOMPLETE, incomplete_reason=incomplete.reason
+                        )
                     return Outcome(ResponseStatus.COMPLETED)
-                await self._store.record_step(
-                    self.response_id, self._fence, self._step, dumps(calls)
-                )
+                fp.failpoint(fp.STEP_STREAMED)
+                await self._record_step(calls, call_events)
                 fp.failpoint(fp.STEP_RECORDED)
             else:
                 calls = step_items
@@ -255,17 +259,26 @@ class TurnRunner:
 
     # -- model calls --------------------------------------------------------------------
 
-    async def _model_step(self, agent: Agent, history: list[Item]) -> Incomplete | None:
-        """One model call, retried on retryable failures (G6: tools are not re-run)."""
+    async def _model_step(
+        self, agent: Agent, history: list[Item]
+    ) -> tuple[Incomplete | None, list[FunctionCallDelta]]:
+        """One model call, retried on retryable failures (G6: tools are not re-run).
+        Returns how it ended and the function calls it asked for, not yet published."""
         policy = self._runtime.settings
         attempt = 0
         while True:
             output = history_items(self._emitter.output)
             request = self._model_request(agent, history + output)
+            unpaired = unpaired_call(request.input)
+            if unpaired is not None:
+                # Never send what OpenAI refuses (G5 at the wire): a bug, named.
+                raise ModelError(
+                    f"The history of this turn has {unpaired}; it was not sent to the model."
+                )
             try:
                 return await self._stream_model(request)
             except ModelError as exc:
-                self._close_cut_items()
+                self._emitter.suspend_message()  # the next attempt continues it
                 attempt += 1
                 if not exc.retryable or attempt > policy.model_retries:
                     raise
@@ -288,7 +301,9 @@ class TurnRunner:
     def _close_cut_items(self) -> None:
         self._sink.emit(self._emitter.close_open("incomplete"))
 
-    async def _stream_model(self, request: ModelRequest) -> Incomplete | None:
+    async def _stream_model(
+        self, request: ModelRequest
+    ) -> tuple[Incomplete | None, list[FunctionCallDelta]]:
         """Stream one model call into events; the stream is cut if a stop is requested."""
         try:
             async with asyncio.TaskGroup() as tg:
@@ -299,24 +314,33 @@ class TurnRunner:
         task, self._model_task = self._model_task, None
         if task.cancelled():
             self._close_cut_items()
-            raise TurnStopped(self._stop_reason or "cancelled")
+            if self._stop_reason is None:
+                # Cancelled from inside (a client library closing its connection), not
+                # by a stop request: a failed model call, retried like any other.
+                raise ModelError("The model stream was cancelled.", retryable=True)
+            raise TurnStopped(self._stop_reason)
         return task.result()
 
-    async def _consume(self, request: ModelRequest) -> Incomplete | None:
+    async def _consume(
+        self, request: ModelRequest
+    ) -> tuple[Incomplete | None, list[FunctionCallDelta]]:
+        """Text streams out as it comes; function calls are held back until the stream
+        ends, so a call cut off by a crash, a failed call or a stop is never seen."""
         emitter, sink = self._emitter, self._sink
         incomplete: Incomplete | None = None
+        calls: list[FunctionCallDelta] = []
         async for event in self._model.stream(request):
             if isinstance(event, TextDelta):
                 sink.emit(emitter.text_delta(event))
             elif isinstance(event, FunctionCallDelta):
-                sink.emit(emitter.function_call_delta(event))
+                calls.append(event)
             elif isinstance(event, Usage):
                 self._usage = add_usage(self._usage, event)
             else:
                 incomplete = event
             fp.failpoint(fp.MODEL_STREAM)
         sink.emit(emitter.close_open())
-        return incomplete
+        return incomplete, calls
 
     def _model_request(self, agent: Agent, items: list[Item]) -> ModelRequest:
         params = self._params
@@ -392,6 +416,32 @@ class TurnRunner:
         if not sink.durable:
             sink.emit(events)
 
+    async def _record_step(self, calls: list[Item], events: list[dict[str, Any]]) -> None:
+        """Commit the step record and the events that publish its calls in one
+        transaction: a call is in the log only if its step's decision is durable, so no
+        history can ever hold a call that recovery would not answer (G5, G7)."""
+        durable = self._sink.durable
+        await self._behind_appends(
+            self._store.record_step(
+                self.response_id,
+                self._fence,
+                self._step,
+                dumps(calls),
+                events=[encode(e) for e in events] if durable else (),
+            )
+        )
+        if not durable:
+            self._sink.emit(events)
+
+    async def _behind_appends(self, write: Coroutine[Any, Any, None]) -> None:
+        """Queue `write` right behind the appends the sink has pending, without waiting
+        for them first: the writer keeps order and the log refuses a gap, so both
+        usually share one commit instead of waiting for two in a row."""
+        queued = asyncio.ensure_future(write)
+        for result in await asyncio.gather(self._sink.flush(), queued, return_exceptions=True):
+            if isinstance(result, BaseException):
+                raise result  # the appends' failure first: the write's follows from it
+
     async def _save_snapshot(
         self,
         events: list[dict[str, Any]],
@@ -403,11 +453,9 @@ class TurnRunner:
         conversation_items: Sequence[ItemRow] = (),
     ) -> None:
         """Commit the current response as a snapshot, with `events` when the response
-        keeps a log. The write is queued right behind the appends the sink has pending,
-        without waiting for them first: the writer keeps order and the log refuses a gap,
-        so both usually share one commit instead of waiting for two in a row."""
+        keeps a log, behind the sink's pending appends."""
         durable = self._sink.durable
-        write = asyncio.ensure_future(
+        await self._behind_appends(
             self._store.save_snapshot(
                 self.response_id,
                 self._fence,
@@ -421,9 +469,6 @@ class TurnRunner:
                 logged=durable,
             )
         )
-        for result in await asyncio.gather(self._sink.flush(), write, return_exceptions=True):
-            if isinstance(result, BaseException):
-                raise result  # the appends' failure first: the snapshot's follows from it
 
     # -- the end ------------------------------------------------------------------------
 

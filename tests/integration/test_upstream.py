@@ -369,7 +369,8 @@ def test_a_failed_delivery_is_retried_without_running_the_tool_again(
         cut = final["output"][2]
         assert kinds == ["function_call", "function_call_output", "message", "message"]
         assert cut["status"] == "incomplete"
-        assert _message_text(cut) == "partial"
+        assert cut["content"] == [], "a cut message the retry did not continue is no answer"
+        assert Response.model_validate(final).output_text == "done"
         closed = [
             e["item"]
             for e in events
@@ -519,6 +520,21 @@ def test_a_length_cut_ends_incomplete_with_max_output_tokens(serve: Serve) -> No
     assert response.incomplete_details.reason == "max_output_tokens"
     assert response.output_text == "cut short"
     assert rig.fake.requests[0]["max_tokens"] == 16
+
+
+def test_a_retry_that_repeats_the_cut_text_continues_the_same_message(serve: Serve) -> None:
+    rig = serve()
+    rig.fake.push(tool_calls(PARIS), reset_mid("partial answer"), text("partial answer"))
+
+    events = post_stream(rig.http, model=MODEL, input="Weather in Paris?", background=True)
+
+    final = _terminal(events)
+    assert final["status"] == "completed", final["error"]
+    assert _output_types(final) == ["function_call", "function_call_output", "message"]
+    assert Response.model_validate(final).output_text == "partial answer"
+    deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+    assert "".join(deltas) == "partial answer", "the retry sends only what was not sent"
+    assert checked_events(_get_stream(rig.http, final["id"])) == events
 
 
 # -- through the openai SDK -------------------------------------------------------------
