@@ -1,0 +1,135 @@
+"""A response whose answer a crash or a hand-over cut off reads as one answer afterwards.
+
+The embedded model is deterministic, so the answer a crashed response should give is the
+one the same request gives without a crash. After SIGKILL and restart, and after SIGTERM
+with another process taking over, `output_text` (as the openai SDK computes it) must equal
+that answer exactly once, the replay must stay well formed (G7), and a client that follows
+the stream across the cut, resuming from its last event, must read the answer once.
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from openai.types.responses import Response
+
+from tests.conftest import StartServer
+from tests.crash._support import check_replays, replay, wait_terminal, wait_until
+from tests.support.server import ServerProcess
+from tests.support.stream_rules import check_stream, parse_sse
+
+FAST = ("--lease-ttl", "2", "--scan-interval", "0.2")
+PROMPT = "tell me about the sea [[words 40]] [[delay 40]]"
+
+
+def _deltas_logged(db: Path, response_id: str) -> int:
+    with sqlite3.connect(db) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM events WHERE response_id = ? AND type = ?",
+            (response_id, "response.output_text.delta"),
+        ).fetchone()
+    return int(row[0])
+
+
+def _create(url: str, prompt: str) -> str:
+    body = {"model": "m", "input": prompt, "background": True}
+    created = httpx.post(f"{url}/v1/responses", json=body, timeout=30).json()
+    return str(created["id"])
+
+
+def _answer(url: str) -> str:
+    """The answer the same request gives when nothing goes wrong."""
+    response_id = _create(url, PROMPT.replace("[[delay 40]]", ""))
+    return Response.model_validate(wait_terminal(url, response_id)).output_text
+
+
+class _Follower:
+    """A client following a background stream in a thread, keeping what it read."""
+
+    def __init__(self, url: str, response_id: str) -> None:
+        self.text = ""
+        self._thread = threading.Thread(target=self._read, args=(url, response_id))
+        self._thread.start()
+
+    def _read(self, url: str, response_id: str) -> None:
+        try:
+            with httpx.stream(
+                "GET", f"{url}/v1/responses/{response_id}?stream=true", timeout=30
+            ) as response:
+                for chunk in response.iter_text():
+                    self.text += chunk
+        except httpx.HTTPError:
+            pass  # the server went away mid-stream
+
+    def events(self) -> list[dict[str, Any]]:
+        self._thread.join(30)
+        return parse_sse(self.text, allow_partial=True)
+
+
+def _cut(
+    start_server: StartServer, db: Path, how: str
+) -> tuple[ServerProcess, str, list[dict[str, Any]]]:
+    """Start a response, cut it mid-answer (`kill` or `term`), and return the server that
+    finishes it, its id, and what a following client read before the cut."""
+    args = (*FAST, "--shutdown-grace", "0.3")
+    first = start_server(*args, db=db)
+    heir = start_server(*args, db=db) if how == "term" else None
+    response_id = _create(first.url, PROMPT)
+    follower = _Follower(first.url, response_id)
+    wait_until(lambda: _deltas_logged(db, response_id) >= 8, "part of the answer")
+    if how == "kill":
+        first.kill()
+    else:
+        assert first.stop(signal.SIGTERM) == 0
+    seen = follower.events()
+    assert 0 < _deltas_logged(db, response_id) < 40, "the answer was cut, not finished"
+    return heir or start_server(*FAST, db=db), response_id, seen
+
+
+@pytest.mark.parametrize("how", ["kill", "term"], ids=["sigkill", "sigterm-handover"])
+def test_a_cut_answer_is_read_once_after_recovery(
+    start_server: StartServer, tmp_path: Path, how: str
+) -> None:
+    survivor, response_id, seen = _cut(start_server, tmp_path / "cut.db", how)
+
+    final = wait_terminal(survivor.url, response_id)
+    assert final["status"] == "completed", final["error"]
+    answer = _answer(survivor.url)
+    assert Response.model_validate(final).output_text == answer
+    messages = [i for i in final["output"] if i["type"] == "message"]
+    assert [m["status"] for m in messages] == ["completed"], "continued, not regenerated"
+    check_replays(survivor.url, response_id, final)
+
+    # The follower resumes after the last event it read: the text it shows is the answer.
+    assert seen, "the follower read nothing before the cut"
+    rest = replay(survivor.url, response_id, seen[-1]["sequence_number"])
+    check_stream(seen + rest)
+    streamed = "".join(e["delta"] for e in seen + rest if e["type"] == "response.output_text.delta")
+    assert streamed == answer
+
+
+def test_a_cut_answer_the_next_attempt_does_not_repeat_is_dropped(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    """With the word count changed between the runs, the new attempt says something else:
+    the cut message is closed `incomplete` with no content, and the answer is the new one."""
+    db = tmp_path / "diverged.db"
+    first = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_EMBEDDED_WORDS": "10"})
+    response_id = _create(first.url, "tell me [[delay 60]]")
+    wait_until(lambda: _deltas_logged(db, response_id) >= 6, "part of the answer")
+    first.kill()
+    survivor = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_EMBEDDED_WORDS": "4"})
+
+    final = wait_terminal(survivor.url, response_id)
+    assert final["status"] == "completed", final["error"]
+    cut, answer = (i for i in final["output"] if i["type"] == "message")
+    assert cut["status"] == "incomplete" and cut["content"] == []
+    assert answer["status"] == "completed"
+    assert Response.model_validate(final).output_text == answer["content"][0]["text"]
+    check_replays(survivor.url, response_id, final)
