@@ -1,12 +1,19 @@
-"""Histories a model sees, and the tool-consistency rule for client input (G5)."""
+"""Histories a model sees, and the tool-consistency rules (G5): for client input, for
+a history loaded from the store, and for the whole history a turn starts from."""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any
 
+from store import SQLiteStore
+
 from ._errors import InvalidRequest
+from ._status import ResponseStatus
+
+log = logging.getLogger("recovery.history")
 
 Item = dict[str, Any]
 
@@ -137,3 +144,76 @@ def unpaired_call(items: list[Item]) -> str | None:
 
 def loads_all(texts: Iterable[str]) -> list[Item]:
     return [json.loads(text) for text in texts]
+
+
+async def load_history(
+    store: SQLiteStore,
+    *,
+    tenant: str,
+    previous_response_id: str | None = None,
+    conversation_id: str | None = None,
+    conversation_upto: int | None = None,
+    turn_input: list[Item] | None = None,
+) -> list[Item]:
+    """The items a turn starts from: its previous_response_id chain (inputs and outputs,
+    not instructions), or its conversation's items (those before position
+    `conversation_upto`).
+
+    A history never holds an output whose call is gone (G5): when the response or item
+    that held the call was deleted, the outputs that answered it are dropped. With
+    `turn_input` (the input of a turn about to run, accepted at create), the result is the
+    whole history the turn's first model call is sent: the history, then that input,
+    repaired alike (and the log says what was dropped); then a call that no output answers
+    raises InvalidRequest `tool_output_missing` naming it (`check_answered`).
+    """
+    items, source = await _stored_history(
+        store, tenant, previous_response_id, conversation_id, conversation_upto
+    )
+    if turn_input is not None:
+        items += turn_input
+    items, dropped = drop_orphaned_outputs(items)
+    if turn_input is None:
+        return items
+    if dropped:
+        log.warning(
+            "dropped the outputs of function calls %s from this turn's history: their calls"
+            " are gone (%s)",
+            ", ".join(f"'{call_id}'" for call_id in dropped),
+            source,
+        )
+    check_answered(items)
+    return items
+
+
+async def _stored_history(
+    store: SQLiteStore,
+    tenant: str,
+    previous_response_id: str | None,
+    conversation_id: str | None,
+    conversation_upto: int | None,
+) -> tuple[list[Item], str]:
+    """The history as stored, and what a repair of it would be due to (for the log)."""
+    history: list[Item] = []
+    if previous_response_id:
+        chain = await store.chain(previous_response_id, tenant)
+        # A chain stops short where one of its responses was deleted.
+        cut_at = chain[0][0].previous_response_id if chain else previous_response_id
+        for previous, inputs in chain:
+            if previous.conversation_id and not history:
+                history += loads_all(
+                    await store.conversation_history(
+                        previous.conversation_id, previous.conversation_upto
+                    )
+                )
+            if previous.steer == "rollback" and previous.status == "cancelled":
+                continue  # a rolled-back turn leaves nothing in its lane's history
+            history += loads_all(inputs)
+            history += history_items(
+                json.loads(previous.snapshot)["output"],
+                ended_incomplete=previous.status == ResponseStatus.INCOMPLETE,
+            )
+        if cut_at is not None:
+            return history, f"response {cut_at} of the chain was deleted"
+    elif conversation_id:
+        history += loads_all(await store.conversation_history(conversation_id, conversation_upto))
+    return history, "the item holding them was deleted"

@@ -30,7 +30,7 @@ from store import Fence, ItemRow, LeaseLost, ResponseRecord, StopRequested, Stor
 from . import _failpoints as fp
 from ._agent import Agent
 from ._emitter import Emitter
-from ._errors import ModelError, TurnStopped
+from ._errors import InvalidRequest, ModelError, TurnStopped
 from ._history import history_items, unpaired_call
 from ._items import text_of
 from ._journal import ToolOutcomeUnknown, ToolPhase
@@ -359,15 +359,20 @@ class TurnRunner:
         )
 
     async def _history(self) -> list[Item]:
+        """The history, then this turn's input, checked (G5) before any model call."""
         record = self._record
-        history = await self._runtime.history(
-            tenant=record.tenant,
-            previous_response_id=record.previous_response_id,
-            conversation_id=record.conversation_id,
-            conversation_upto=record.conversation_upto,
-        )
-        own: list[Item] = self._params["input"]
-        return history + own
+        try:
+            return await self._runtime.history(
+                tenant=record.tenant,
+                previous_response_id=record.previous_response_id,
+                conversation_id=record.conversation_id,
+                conversation_upto=record.conversation_upto,
+                turn_input=self._params["input"],
+            )
+        except InvalidRequest as exc:
+            # A call no output answers (the turn before this one ended waiting for a client
+            # tool): the turn ends failed with the create check's code, naming the call.
+            raise ModelError(exc.message, code=exc.code or "invalid_request") from None
 
     # -- budgets and checkpoints --------------------------------------------------------
 

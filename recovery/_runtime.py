@@ -36,7 +36,7 @@ from ._agent import Agent
 from ._broker import Broker
 from ._emitter import Emitter
 from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
-from ._history import check_tool_pairing, history_items, loads_all
+from ._history import check_tool_pairing, load_history
 from ._ids import new_id
 from ._json import dumps
 from ._model import Model
@@ -242,12 +242,15 @@ class Runtime:
                 return existing, False
         strategy = params.pop("multitask_strategy", None) or self.settings.multitask_strategy
         lane, busy = await self._lane(params, tenant)
-        history = await self.history(
+        # A busy lane's running turn may still answer its calls: the check that no call is
+        # left unanswered is made again when this turn starts (history(turn_input=...)).
+        await self.check_input(
+            params["input"],
             tenant=tenant,
             previous_response_id=params.get("previous_response_id"),
             conversation_id=params.get("conversation"),
+            allow_pending=busy,
         )
-        check_tool_pairing(history, params["input"], allow_pending=busy)
         self._check_declared_tools(params)
         new, events = self._new_response(params, tenant, lane)
         admission = Admission(
@@ -385,31 +388,45 @@ class Runtime:
         previous_response_id: str | None = None,
         conversation_id: str | None = None,
         conversation_upto: int | None = None,
+        turn_input: list[dict[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
         """The items a turn starts from: its previous_response_id chain (inputs and outputs,
-        not instructions), or its conversation's items."""
-        store = self.store
-        history: list[dict[str, Any]] = []
-        if previous_response_id:
-            for previous, inputs in await store.chain(previous_response_id, tenant):
-                if previous.conversation_id and not history:
-                    history += loads_all(
-                        await store.conversation_history(
-                            previous.conversation_id, previous.conversation_upto
-                        )
-                    )
-                if previous.steer == "rollback" and previous.status == "cancelled":
-                    continue  # a rolled-back turn leaves nothing in its lane's history
-                history += loads_all(inputs)
-                history += history_items(
-                    json.loads(previous.snapshot)["output"],
-                    ended_incomplete=previous.status == ResponseStatus.INCOMPLETE,
-                )
-        elif conversation_id:
-            history += loads_all(
-                await store.conversation_history(conversation_id, conversation_upto)
-            )
-        return history
+        not instructions), or its conversation's items (those before position
+        `conversation_upto`), never holding an output whose call is gone (G5).
+
+        With `turn_input` (the input of a turn about to run, accepted at create), the whole
+        history its first model call is sent; a call in it that no output answers raises
+        InvalidRequest `tool_output_missing` naming the call: the turn must then end
+        failed instead of calling the model. See `load_history`.
+        """
+        return await load_history(
+            self.store,
+            tenant=tenant,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            conversation_upto=conversation_upto,
+            turn_input=turn_input,
+        )
+
+    async def check_input(
+        self,
+        new_input: list[dict[str, Any]],
+        *,
+        tenant: str,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        allow_pending: bool = False,
+        param: str = "input",
+    ) -> None:
+        """Refuse client items that would break tool pairing against the history they
+        follow (G5), with InvalidRequest naming the call: an output that answers no call,
+        or a call answered twice; unless `allow_pending`, a call left without output."""
+        history = await self.history(
+            tenant=tenant,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+        )
+        check_tool_pairing(history, new_input, allow_pending=allow_pending, param=param)
 
     # -- run ----------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ from recovery import NotFound, new_id, normalize_item
 from store import ConversationRecord, ItemRow
 
 from ._context import context, read_body, tenant
-from ._errors import APIError
 from ._responses_routes import list_page, raw_json
 from ._validation import (
     AddConversationItems,
@@ -51,41 +50,24 @@ async def _body(request: Request) -> dict[str, Any]:
     return parse_json(await read_body(request, context(request).settings.max_body_bytes))
 
 
-def _item_rows(items: list[Any], history: list[dict[str, Any]]) -> list[ItemRow]:
+async def _item_rows(
+    request: Request, items: list[Any], conversation_id: str | None = None
+) -> list[ItemRow]:
+    """Validated, normalized rows of `items` to append to a conversation (a new one
+    without `conversation_id`). A `function_call_output` must answer a call of the
+    conversation not yet answered (durability.md G5): such an item would make every later
+    history that includes it inconsistent. A call still waiting for its output is fine:
+    the client may send the output later, in a turn's input."""
     validated = validate_items(items, path="items")
-    _check_tool_outputs(history, validated)
+    await context(request).runtime.check_input(
+        validated,
+        tenant=tenant(request),
+        conversation_id=conversation_id,
+        allow_pending=True,
+        param="items",
+    )
     normalized = [normalize_item(item) for item in validated]
     return [ItemRow(item["id"], _dumps(item)) for item in normalized]
-
-
-def _check_tool_outputs(history: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
-    """Refuse a `function_call_output` that answers no call of the conversation, or a call
-    already answered (durability.md G5): such an item would make every later history that
-    includes it inconsistent. A call still waiting for its output is fine: the client may
-    send the output later, in a turn's input."""
-    calls = {item["call_id"] for item in history if item.get("type") == "function_call"}
-    answered = {item["call_id"] for item in history if item.get("type") == "function_call_output"}
-    for index, item in enumerate(items):
-        kind = item.get("type")
-        if kind == "function_call":
-            calls.add(item["call_id"])
-        elif kind == "function_call_output":
-            call_id = item["call_id"]
-            if call_id not in calls:
-                raise APIError(
-                    400,
-                    f"No tool call found for function call output with call_id '{call_id}'.",
-                    param=f"items[{index}].call_id",
-                    code="tool_call_not_found",
-                )
-            if call_id in answered:
-                raise APIError(
-                    400,
-                    f"Duplicate function call output for call_id '{call_id}'.",
-                    param=f"items[{index}].call_id",
-                    code="duplicate_tool_output",
-                )
-            answered.add(call_id)
 
 
 async def create_conversation(request: Request) -> Response:
@@ -99,7 +81,8 @@ async def create_conversation(request: Request) -> Response:
         created_at=time.time(),
         metadata=_dumps(body.get("metadata") or {}),
     )
-    await context(request).runtime.store.create_conversation(record, _item_rows(items, []))
+    rows = await _item_rows(request, items)
+    await context(request).runtime.store.create_conversation(record, rows)
     return JSONResponse(_conversation(record))
 
 
@@ -139,10 +122,7 @@ async def add_items(request: Request) -> Response:
     body = validate(AddConversationItems, await _body(request))
     validate_items(body["items"], path="items", limit=MAX_ITEMS)
     record = await _get(request)
-    history = await context(request).runtime.history(
-        tenant=tenant(request), conversation_id=record.id
-    )
-    rows = _item_rows(body["items"], history)
+    rows = await _item_rows(request, body["items"], record.id)
     conversation_id = record.id
     if not await context(request).runtime.store.add_conversation_items(
         conversation_id, tenant(request), rows

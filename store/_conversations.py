@@ -8,6 +8,9 @@ from ._base import Order, StoreBase, _conversation, _fetchone
 from ._connection import Tx
 from ._records import ConversationRecord, ItemRow
 
+_TOOL_ITEM = "json_extract(item, '$.type') IN ('function_call', 'function_call_output')"
+_CALL_ID = "json_extract(item, '$.call_id')"
+
 
 class ConversationStore(StoreBase):
     async def create_conversation(
@@ -99,18 +102,25 @@ class ConversationStore(StoreBase):
         return ItemRow(row[0], row[1]) if row else None
 
     async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
+        """Delete an item; False if there is no such item. A `function_call` goes with
+        its `function_call_output` and the other way round: a conversation never holds
+        half of a pair, which every later history would carry to the model (G5)."""
+
         def op(tx: Tx) -> bool:
             cur = tx.conn.execute(
-                "DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?",
+                "DELETE FROM conversation_items WHERE conversation_id = ?1 AND (item_id = ?2"
+                f" OR ({_TOOL_ITEM} AND {_CALL_ID} = (SELECT {_CALL_ID} FROM conversation_items"
+                f"  WHERE conversation_id = ?1 AND item_id = ?2 AND {_TOOL_ITEM})))",
                 (conversation_id, item_id),
             )
-            return cur.rowcount == 1
+            return cur.rowcount >= 1
 
         return await self._write("delete conversation item", op)
 
     async def conversation_history(self, conversation_id: str, upto: int | None) -> list[str]:
         """Item JSON texts of a conversation, oldest first; with `upto`, only the items
-        that were in it when a turn started (position < upto)."""
+        that were in it when a turn started (position < upto: a position, not a count,
+        since deleted items leave gaps)."""
         rows = await self._readers.fetchall(
             "SELECT item FROM conversation_items WHERE conversation_id = ? AND position < ?"
             " ORDER BY position",

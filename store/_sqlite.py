@@ -41,6 +41,16 @@ from ._schema import MIGRATIONS
 
 __all__ = ["TERMINAL", "SQLiteStore", "open_store"]
 
+# The responses that the previous_response_id chains of unfinished responses reach (their
+# shared parts walked once). The first term repeats UNFINISHED for the partial indexes.
+_LIVE_CHAINS = (
+    "live_chain (id) AS ("
+    f" SELECT previous_response_id FROM responses WHERE {UNFINISHED}"
+    "  AND previous_response_id IS NOT NULL"
+    " UNION SELECT r.previous_response_id FROM live_chain c JOIN responses r ON r.id = c.id"
+    "  WHERE r.previous_response_id IS NOT NULL)"
+)
+
 
 class SQLiteStore(ConversationStore, JournalStore):
     """Durable state of responses, events and conversations in one SQLite file (WAL).
@@ -191,9 +201,11 @@ class SQLiteStore(ConversationStore, JournalStore):
             "UPDATE responses SET status = 'in_progress', owner = ?, epoch = epoch + 1,"
             " snapshot = json_set(snapshot, '$.status', 'in_progress'),"
             " lease_expires_at = ?, updated_at = ?,"
+            # The history's end as a position (items are numbered max + 1, and a deleted
+            # item leaves a gap), so that later items are left out and none before.
             " conversation_upto = CASE WHEN conversation_id IS NULL THEN NULL"
-            "  ELSE coalesce(conversation_upto, (SELECT count(*) FROM conversation_items"
-            "   WHERE conversation_id = responses.conversation_id)) END"
+            "  ELSE coalesce(conversation_upto, (SELECT coalesce(max(position) + 1, 0)"
+            "   FROM conversation_items WHERE conversation_id = responses.conversation_id)) END"
             f" WHERE id = ? AND status = 'queued' AND owner IS NULL{_LANE_HEAD}"
             f" RETURNING {_RESPONSE_COLUMNS}",
             (owner, now + lease_ttl, now, response_id),
@@ -244,9 +256,14 @@ class SQLiteStore(ConversationStore, JournalStore):
         """Delete finished responses last changed before `before` (their items, events,
         steps and journal go with them) and their idempotency keys, `batch` responses per
         transaction so that other writes are not held up behind a large backlog. Running
-        and queued responses are never touched. Returns (responses, keys) deleted."""
+        and queued responses are never touched, nor any response that the
+        previous_response_id chain of one of them reaches: a turn that has yet to run or
+        to be recovered rebuilds its history from that chain (G5). Returns (responses,
+        keys) deleted."""
         expired = (
-            f"SELECT id FROM responses WHERE status IN {_TERMINAL_SQL} AND updated_at < ? LIMIT ?"
+            f"WITH RECURSIVE {_LIVE_CHAINS} SELECT id FROM responses"
+            f" WHERE status IN {_TERMINAL_SQL} AND updated_at < ?"
+            " AND id NOT IN (SELECT id FROM live_chain) LIMIT ?"
         )
 
         def op(tx: Tx) -> tuple[int, int]:
@@ -526,7 +543,8 @@ class SQLiteStore(ConversationStore, JournalStore):
 
     async def chain(self, response_id: str, tenant: str) -> list[tuple[ResponseRecord, list[str]]]:
         """The previous_response_id chain ending at `response_id`, oldest first, each with
-        its input items (JSON texts)."""
+        its input items (JSON texts). It stops short at a response that was deleted: the
+        oldest record's `previous_response_id` then names the missing one."""
         rows = await self._readers.fetchall(
             "WITH RECURSIVE chain (id, depth) AS ("
             " SELECT id, 0 FROM responses WHERE id = ? AND tenant = ?"
