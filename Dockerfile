@@ -48,7 +48,7 @@ EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ.get('DURABLE_RESPONSES_PORT', '8000')}/healthz\", timeout=2)"]
 
-# Graceful shutdown (durability.md G8): SIGTERM goes straight to the server, which is
+# Graceful shutdown (G8 in docs/guarantees.md): SIGTERM goes straight to the server, which is
 # PID 1 because the entry point is in exec form. Give `docker stop --time` more than
 # DURABLE_RESPONSES_SHUTDOWN_GRACE (10 s by default).
 STOPSIGNAL SIGTERM
