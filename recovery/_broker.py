@@ -1,6 +1,6 @@
 """Hands the events committed in this process to its live streams.
 
-Correctness never depends on it (durability.md, Where state lives): a stream that
+Correctness never depends on it (docs/guarantees.md, Where state lives): a stream that
 misses a hand-over, or follows a response driven by another process, still finds the
 events by polling the log every `poll_interval` seconds. What it hands over was
 committed already (it runs after the commit), so a stream may send it at once (G7).

@@ -1,4 +1,4 @@
-"""Turns a turn's progress into Responses stream events (protocol.md section 7).
+"""Turns a turn's progress into Responses stream events (docs/protocol.md section 7).
 
 The emitter owns the in-progress Response object and the next sequence number. Each
 method returns the events to publish, in order; it never does I/O. Items are opened
@@ -79,7 +79,7 @@ class Emitter:
         usage: dict[str, Any] | None = None,
     ) -> Event:
         """The one terminal event. Cancelled responses end with `response.failed` whose
-        status is `cancelled` (protocol.md section 12: there is no cancelled event)."""
+        status is `cancelled` (docs/protocol.md section 12: there is no cancelled event)."""
         response = self.response
         response["status"] = status
         response["error"] = error

@@ -1,4 +1,4 @@
-"""Named crash points (durability.md), in the style of fail-rs: inert unless the
+"""Named crash points (docs/guarantees.md), in the style of fail-rs: inert unless the
 environment variable DURABLE_RESPONSES_FAILPOINT names one, as `name` or `name:N`; then
 the process exits at once (`os._exit`, no clean-up) the Nth time it reaches that point.
 Each point is used at exactly one call site."""

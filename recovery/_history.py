@@ -46,7 +46,7 @@ def check_tool_pairing(
     allow_pending: bool = False,
     param: str = "input",
 ) -> None:
-    """Refuse input that would break tool pairing (durability.md G5).
+    """Refuse input that would break tool pairing (docs/guarantees.md G5).
 
     Every `function_call_output` must answer a call made earlier, once; and after the new
     input, no call may be left without its output (unless `allow_pending`: the history is

@@ -1,5 +1,5 @@
 """Input items as they are stored: every item gets an `id` and a `status`, and message
-content is always a list of parts (protocol.md section 4 and 6, input item listing)."""
+content is always a list of parts (docs/protocol.md section 4 and 6, input item listing)."""
 
 from __future__ import annotations
 

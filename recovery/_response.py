@@ -1,4 +1,4 @@
-"""The Response object (protocol.md section 6) and its usage shape.
+"""The Response object (docs/protocol.md section 6) and its usage shape.
 
 Every field is always present, `null` where there is no value: the Open Responses
 `ResponseResource` schema requires them all.

@@ -1,4 +1,4 @@
-"""The response lifecycle (durability.md, Terms)."""
+"""The response lifecycle (docs/guarantees.md, Terms)."""
 
 from __future__ import annotations
 

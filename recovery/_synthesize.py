@@ -1,7 +1,7 @@
 """A stream rebuilt from a finished response's final object, for a retried foreground
 create (G11): foreground responses keep no event log, so the events a streaming client
 would have seen are derived from what the response became. They follow the orderings of
-protocol.md section 7 and carry the final items' ids."""
+docs/protocol.md section 7 and carry the final items' ids."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""/v1/conversations routes (protocol.md section 2)."""
+"""/v1/conversations routes (docs/protocol.md section 2)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ async def _item_rows(
 ) -> list[ItemRow]:
     """Validated, normalized rows of `items` to append to a conversation (a new one
     without `conversation_id`). A `function_call_output` must answer a call of the
-    conversation not yet answered (durability.md G5): such an item would make every later
+    conversation not yet answered (docs/guarantees.md G5): such an item would make every later
     history that includes it inconsistent. A call still waiting for its output is fine:
     the client may send the output later, in a turn's input."""
     validated = validate_items(items, path="items")

@@ -75,7 +75,7 @@ class ResponseRecord:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """How a new turn enters its lane (durability.md, Steering)."""
+    """How a new turn enters its lane (docs/guarantees.md, Steering)."""
 
     reject_if_busy: bool = False  # `reject`: refuse when the lane has an unfinished turn
     steer: str | None = None  # `interrupt` or `rollback`: ask the running turn to stop
@@ -87,7 +87,7 @@ class Admission:
 
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
-    """One server tool call (durability.md, journal entry)."""
+    """One server tool call (docs/guarantees.md, journal entry)."""
 
     call_id: str
     tool: str
