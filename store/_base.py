@@ -183,7 +183,8 @@ class StoreBase:
 
     def _insert_conversation_items(
         self, tx: Tx, conversation_id: str, items: Sequence[ItemRow]
-    ) -> None:
+    ) -> int:
+        """Append `items`; return the position of the first."""
         row = _fetchone(
             tx.conn,
             "SELECT coalesce(max(position) + 1, 0) FROM conversation_items"
@@ -196,6 +197,7 @@ class StoreBase:
             " VALUES (?, ?, ?, ?)",
             [(conversation_id, start + i, it.item_id, it.item) for i, it in enumerate(items)],
         )
+        return start
 
     def _append_conversation_items(
         self, tx: Tx, response_id: str, items: Sequence[ItemRow]
@@ -208,7 +210,15 @@ class StoreBase:
             (response_id,),
         )
         if row is not None:
-            self._insert_conversation_items(tx, row[0], items)
+            start = self._insert_conversation_items(tx, row[0], items)
+            # A turn never claimed through the scan (a foreground one) records here where
+            # its history ended, so a chain continuing from it does not read its own
+            # items twice (once from the conversation, once as its input and output).
+            tx.conn.execute(
+                "UPDATE responses SET conversation_upto = ?"
+                " WHERE id = ? AND conversation_upto IS NULL",
+                (start, response_id),
+            )
 
     async def _page(
         self,

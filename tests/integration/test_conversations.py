@@ -466,3 +466,26 @@ def test_a_turn_sent_while_the_previous_one_runs_waits_and_sees_it(sdk: openai.O
     assert texts(listed[:2]) == ["seed", slow_prompt]
     assert_turn_appended(listed, follow_up, "next")
     assert_turn_appended(listed[:-2], first, slow_prompt)
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
+def test_a_chain_from_a_conversation_turn_sees_that_turn_once(
+    client: openai.OpenAI, background: bool
+) -> None:
+    """Continuing with previous_response_id from a turn of a conversation: the history is
+    the conversation before that turn, then the turn's input and output, each once."""
+    conversation = client.conversations.create()
+    client.responses.create(model="m", input="one two three", conversation=conversation.id)
+    first = client.responses.create(
+        model="m", input="four five", conversation=conversation.id, background=background
+    )
+    while first.status not in ("completed", "failed", "incomplete", "cancelled"):
+        time.sleep(0.05)
+        first = client.responses.retrieve(first.id)
+    assert first.status == "completed"
+
+    follow = client.responses.create(model="m", input="six", previous_response_id=first.id)
+
+    assert follow.usage is not None and first.usage is not None
+    seen_by_first = first.usage.input_tokens + first.usage.output_tokens
+    assert follow.usage.input_tokens == seen_by_first + 1, "the first turn's items were repeated"
