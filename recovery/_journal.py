@@ -6,13 +6,24 @@
                         a reconcilable tool's hook decides; any other fails the turn closed
                         (or, by setting, reports the unknown outcome to the model)
 
-Calls of one step run concurrently, each journaled on its own. A stop request does not
-interrupt a tool body: it finishes and its result is recorded (G9).
+A call is named by its step and its call id: upstreams may repeat call ids across steps.
+Calls of one step run concurrently, each journaled on its own.
+
+A body, once started, is never abandoned while it may still act (G3, G8). A stop request
+does not interrupt it (G9), and neither does cancelling the turn (a graceful shutdown past
+its grace period): the phase waits for the body's end and records its outcome, and only
+then lets the cancellation through, so this process holds the lease until then. A plain
+(`def`) tool's thread that outlives its timeout may still take effect: its outcome is
+unknown, not failed: it is settled at once as an ambiguous call whose body can be
+neither stopped nor run again (`_overran`). A CancelledError the body raises by itself
+(not the turn's cancellation, which never reaches a body) is the tool's failure,
+recorded `errored` like any other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -22,7 +33,7 @@ from store import JournalEntry
 
 from . import _failpoints as fp
 from ._ids import new_id
-from ._tools import Tool, ToolArgumentsError, ToolContext, tool_output
+from ._tools import Tool, ToolArgumentsError, ToolContext, ToolTimedOut, tool_output
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -32,22 +43,31 @@ log = logging.getLogger("recovery.tools")
 
 Item = dict[str, Any]
 
+_INTERRUPTED = (
+    "the server stopped while it ran, and the tool is neither idempotent nor reconcilable, "
+    "so it was not run again."
+)
+
 
 class ToolOutcomeUnknown(Exception):
     """An ambiguous call of a tool that is neither idempotent nor reconcilable."""
 
-    def __init__(self, tool: str, call_id: str, key: str, outputs: list[Item]) -> None:
+    def __init__(
+        self, tool: str, call_id: str, key: str, outputs: list[Item], *, why: str = _INTERRUPTED
+    ) -> None:
         super().__init__(
             f"The outcome of tool '{tool}' (call_id '{call_id}', idempotency key '{key}') is "
-            "unknown: the server stopped while it ran, and the tool is neither idempotent "
-            "nor reconcilable, so it was not run again. Check whether its effect happened."
+            f"unknown: {why} Check whether its effect happened."
         )
         self.outputs = outputs
 
 
-def idempotency_key(response_id: str, call_id: str) -> str:
-    """Stable for one logical call, whatever process runs it and however often."""
-    digest = hashlib.sha256(f"{response_id}/{call_id}".encode()).hexdigest()
+def idempotency_key(response_id: str, call_id: str, step: int | None = None) -> str:
+    """Stable for one logical call, whatever process runs it and however often. A model
+    step's call is named by its step too (call ids may repeat across steps); a workflow
+    step's call id is unique in its response (`step` None)."""
+    name = call_id if step is None else f"{step}/{call_id}"
+    digest = hashlib.sha256(f"{response_id}/{name}".encode()).hexdigest()
     return f"idem_{digest[:40]}"
 
 
@@ -65,17 +85,19 @@ class ToolPhase:
         self._settings = runner.runtime.settings
         self.tools: dict[str, Tool] = {t.name: t for t in agent.tools}
         self.over_budget = False
+        self._step = 0  # the step being run
 
-    async def run(self, calls: list[Item], max_tool_calls: int) -> list[Item]:
-        """Run (or reuse) every server call of a step; return their output items in order."""
+    async def run(
+        self, calls: list[Item], max_tool_calls: int, step: int | None = None
+    ) -> list[Item]:
+        """Run (or reuse) every server call of `step`; return their output items in order."""
         runner = self._runner
-        journal = {e.call_id: e for e in await self._store.journal(runner.response_id)}
-        used = len(journal)
-        allowed: dict[str, bool] = {}
-        for call in calls:
-            if call["call_id"] not in journal:
-                allowed[call["call_id"]] = used < max_tool_calls
-                used += 1
+        # Until the runner passes the step: its count of checkpointed steps is this one.
+        self._step = step if step is not None else runner._step
+        journal = {e.call_id: e for e in await self._store.journal(runner.response_id, self._step)}
+        new = [call["call_id"] for call in calls if call["call_id"] not in journal]
+        used = len(await self._store.journal(runner.response_id)) if new else 0
+        allowed = {call_id: used + i < max_tool_calls for i, call_id in enumerate(new)}
         results: dict[str, _Result] = {}
         async with asyncio.TaskGroup() as tg:
             for call in calls:
@@ -104,18 +126,28 @@ class ToolPhase:
         except ToolOutcomeUnknown as unknown:
             result.unknown = unknown
         except asyncio.CancelledError:
-            raise
+            if _cancelling():
+                raise  # the turn's own cancellation
+            # Raised from inside, asked of nobody: the task group would drop this call
+            # and the checkpoint commit the step without its output (G5). Fail instead.
+            result.failure = RuntimeError(
+                f"the call {call['call_id']} of tool '{call['name']}' was cancelled from "
+                "inside the tool phase"
+            )
         except BaseException as exc:  # seen and re-raised by run() once every call ended
             result.failure = exc
 
     async def _call(self, call: Item, entry: JournalEntry | None, allowed: bool) -> str:
-        name = call["name"]
+        name, call_id = call["name"], call["call_id"]
         tool = self.tools[name]
-        key = idempotency_key(self._runner.response_id, call["call_id"])
         if entry is not None and entry.state in ("completed", "errored"):
             assert entry.output is not None
             self._observe("reused")
             return entry.output  # G3: a recorded output is reused, never re-run
+        if entry is not None:
+            key = entry.idempotency_key  # the key its first attempt was given
+        else:
+            key = idempotency_key(self._runner.response_id, call_id, self._step)
         if entry is None and not allowed:
             self.over_budget = True
             output = f"Error: not run; this turn's budget of tool calls is spent ({name})."
@@ -126,7 +158,7 @@ class ToolPhase:
             output = f"Error: invalid arguments for tool '{name}': {exc}"
             if entry is None:
                 return await self._journal(call, key, output)
-            return await self._record(call["call_id"], "errored", output)
+            return await self._record(call_id, "errored", output)
         if entry is None:
             await self._journal(call, key)
             fp.failpoint(fp.TOOL_CLAIMED)
@@ -158,26 +190,102 @@ class ToolPhase:
                 f"Error: the outcome of this call of '{name}' is unknown (idempotency key "
                 f"{key}); the server stopped while it ran and did not run it again.",
             )
-        await self._store.reclaim_call(self._runner.response_id, self._runner.fence, call_id)
+        await self._store.reclaim_call(
+            self._runner.response_id, self._runner.fence, call_id, step=self._step
+        )
         self._observe("rerun")
         return None
 
     async def _run_body(
         self, tool: Tool, call: Item, key: str, attempt: int, arguments: dict[str, Any]
     ) -> str:
-        name = call["name"]
-        try:
-            async with asyncio.timeout(tool.timeout):
-                value = await tool.invoke(self._context(call, key, attempt), arguments)
-            state, output = "completed", tool_output(value)
-        except TimeoutError:
-            state, output = "errored", f"Error: tool '{name}' timed out after {tool.timeout}s."
-        except Exception as exc:
-            log.info("response %s: tool %s raised %r", self._runner.response_id, name, exc)
-            state, output = "errored", f"Error: tool '{name}' failed: {type(exc).__name__}: {exc}"
+        """Run the body and record its outcome, waiting for its end even if the turn is
+        cancelled meanwhile (the cancellation is raised once the outcome is recorded)."""
+        body = tool.start(self._context(call, key, attempt), arguments)
+        ended, interrupted = await _outlast(body, tool.timeout if tool.in_thread else None)
+        if ended:
+            outcome = self._outcome(tool, call, body)
+            if outcome is None:  # cut from outside: ambiguous, left `claimed` for G4
+                raise interrupted or asyncio.CancelledError()
+            state, output = outcome
+            self._observe(state)
+        else:
+            body.add_done_callback(functools.partial(_log_late_end, self._rid, call))
+            settled = await self._overran(tool, call, key, attempt, arguments)
+            if isinstance(settled, ToolOutcomeUnknown):
+                # Left `claimed`, as a crash leaves it: whoever finds it fails closed too.
+                raise interrupted or settled
+            state, output = settled
         fp.failpoint(fp.TOOL_EFFECT)
-        self._observe(state)
-        return await self._record(call["call_id"], state, output)
+        await self._record(call["call_id"], state, output)
+        if interrupted is not None:
+            raise interrupted
+        return output
+
+    def _outcome(self, tool: Tool, call: Item, body: asyncio.Future[Any]) -> tuple[str, str] | None:
+        """(state, output) of a body that ended; None if it was cut from outside."""
+        name = call["name"]
+        if body.cancelled():
+            if isinstance(body, asyncio.Task) and body.cancelling():
+                return None  # only the event loop closing cancels a body's task
+            # The body raised CancelledError by itself, e.g. from an inner awaitable that
+            # someone else cancelled (a client library closing a shared connection): not
+            # the turn's cancellation, which never reaches a body. The tool failed.
+            try:
+                body.result()
+            except asyncio.CancelledError as cancelled:
+                detail = str(cancelled)
+            log.info("response %s: tool %s was cancelled from inside", self._rid, name)
+            return "errored", f"Error: tool '{name}' failed: CancelledError: {detail}"
+        exc = body.exception()
+        if exc is None:
+            return "completed", tool_output(body.result())
+        if isinstance(exc, ToolTimedOut):  # an async body, cancelled at its timeout: ended
+            return "errored", f"Error: tool '{name}' timed out after {tool.timeout}s."
+        if not isinstance(exc, Exception):
+            raise exc  # a control-flow signal, not a tool's failure
+        log.info("response %s: tool %s raised %r", self._rid, name, exc)
+        return "errored", f"Error: tool '{name}' failed: {type(exc).__name__}: {exc}"
+
+    async def _overran(
+        self, tool: Tool, call: Item, key: str, attempt: int, arguments: dict[str, Any]
+    ) -> tuple[str, str] | ToolOutcomeUnknown:
+        """A plain tool's thread still running at its timeout may yet take effect: the
+        call is ambiguous (G4), and its body can no more be run again than stopped.
+        A reconcilable tool's hook is asked: an effect it finds is the call's result,
+        while "none yet" is not final, so neither it nor the body is tried again. Then,
+        as G4 says, a tool that is neither idempotent nor reconcilable fails the turn
+        closed (`tool_outcome_unknown`; its entry stays `claimed`, as after a crash)
+        unless `ambiguous_calls` is `report`; every other case tells the model the
+        outcome is unknown, and that is recorded so that no process runs it again."""
+        name, call_id = call["name"], call["call_id"]
+        log.warning(
+            "response %s: tool %s (call %s, idempotency key %s) is still running after its "
+            "timeout of %ss; its outcome is unknown",
+            self._rid,
+            name,
+            call_id,
+            key,
+            tool.timeout,
+        )
+        if tool.reconcile is not None:
+            found = await tool.reconciled(self._context(call, key, attempt), arguments)
+            if found is not None:
+                self._observe("reconciled")
+                return "completed", tool_output(found)
+        self._observe("unknown")
+        why = (
+            f"it was still running when its timeout of {tool.timeout}s passed and may still "
+            "take effect, so it was not run again."
+        )
+        plain = not tool.idempotent and tool.reconcile is None
+        if plain and self._settings.ambiguous_calls == "fail":
+            return ToolOutcomeUnknown(name, call_id, key, [], why=why)
+        return (
+            "errored",
+            f"Error: the outcome of this call of '{name}' is unknown (idempotency key {key}): "
+            f"{why}",
+        )
 
     async def _journal(self, call: Item, key: str, output: str | None = None) -> str:
         """Write the call's journal entry: `claimed` before its body runs, or, with an
@@ -189,6 +297,7 @@ class ToolPhase:
             tool=call["name"],
             arguments=call["arguments"],
             idempotency_key=key,
+            step=self._step,
             state="claimed" if output is None else "errored",
             output=output,
         )
@@ -197,10 +306,14 @@ class ToolPhase:
     def _observe(self, outcome: str) -> None:
         self._runner.runtime.observer.tool_call(outcome)
 
+    @property
+    def _rid(self) -> str:
+        return self._runner.response_id
+
     async def _record(self, call_id: str, state: str, output: str) -> str:
         runner = self._runner
         await self._store.finish_call(
-            runner.response_id, runner.fence, call_id, state=state, output=output
+            runner.response_id, runner.fence, call_id, state=state, output=output, step=self._step
         )
         fp.failpoint(fp.TOOL_RECORDED)
         return output
@@ -214,6 +327,45 @@ class ToolPhase:
             attempt=attempt,
             cancelled=self._runner.cancelled,
         )
+
+
+async def _outlast(
+    body: asyncio.Future[Any], limit: float | None
+) -> tuple[bool, asyncio.CancelledError | None]:
+    """Wait until `body` has ended (True) or `limit` seconds have passed (False). Cancelling the
+    waiting task does not cut the wait short: a body that may still act is not abandoned.
+    The cancellation is handed back, to be raised once the body's outcome is recorded."""
+    loop = asyncio.get_running_loop()
+    deadline = None if limit is None else loop.time() + limit
+    interrupted: asyncio.CancelledError | None = None
+    while not body.done():
+        remaining = None if deadline is None else deadline - loop.time()
+        if remaining is not None and remaining <= 0:
+            break
+        try:
+            await asyncio.wait((body,), timeout=remaining)
+        except asyncio.CancelledError as exc:
+            interrupted = exc
+    return body.done(), interrupted
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _log_late_end(response_id: str, call: Item, body: asyncio.Future[Any]) -> None:
+    """A thread that outlived its timeout ended: say how, for whoever checks the call's
+    unknown outcome (this also retrieves its exception, so none goes unreported)."""
+    error = None if body.cancelled() else body.exception()
+    log.warning(
+        "response %s: tool %s (call %s) ended after its timeout (%s); its outcome was "
+        "recorded as unknown",
+        response_id,
+        call["name"],
+        call["call_id"],
+        "returned" if error is None else f"raised {error!r}",
+    )
 
 
 def _output_item(call_id: str, output: str | None) -> Item:

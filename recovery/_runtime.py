@@ -116,22 +116,42 @@ class Runtime:
     async def _drain(self) -> None:
         """Graceful shutdown (G8): running turns finish their step and checkpoint within
         the grace period, then every lease is released so another process resumes at
-        once. Turns still running after the grace period are cut off like a crash."""
+        once. After the grace period the turns still running are cut off (a model stream
+        at once), but a tool body that has started is never abandoned: a cut turn first
+        waits for its running bodies to end (an async body is bounded by its timeout; a
+        thread cannot be stopped and is waited for until it returns) and records their
+        outcomes. Leases are released only when every turn has ended, so no other
+        process runs a call whose body may still act here (G3). Cancelling the drain
+        itself (a server giving up on it) only ends the grace period early."""
         self.draining = True
         for runner in list(self._runners.values()):
             runner.request_drain()
-        pending = list(self._tasks)
+        interrupted: asyncio.CancelledError | None = None
+        pending = set(self._tasks)
         if pending:
-            _, late = await asyncio.wait(pending, timeout=self.settings.shutdown_grace)
-            for task in late:
+            try:
+                _, pending = await asyncio.wait(pending, timeout=self.settings.shutdown_grace)
+            except asyncio.CancelledError as exc:
+                interrupted = exc
+            for task in pending:
                 task.cancel()
-            if late:
-                log.warning("%d turns did not reach a boundary in time", len(late))
-                await asyncio.wait(late)
+            if pending:
+                log.warning(
+                    "%d turns did not reach a boundary in time; cutting them off, after "
+                    "any tool body they are running",
+                    len(pending),
+                )
+        while pending:
+            try:
+                _, pending = await asyncio.wait(pending)
+            except asyncio.CancelledError as exc:
+                interrupted = exc  # a body may still act: its lease is not given up yet
         try:
             await asyncio.shield(self.store.release_leases(self.owner))
         except StoreError as exc:
             log.warning("could not release leases: %s", exc)
+        if interrupted is not None:
+            raise interrupted
 
     # -- recovery -----------------------------------------------------------------------
 

@@ -6,16 +6,23 @@
     @tool(reconcile=find_sent_email, timeout=30)
     async def send_email(ctx: ToolContext, to: str, body: str) -> str: ...
 
-Safety is declared where the tool is defined (durability.md G3, G4): `idempotent=True`
+Safety is declared where the tool is defined (docs/guarantees.md G3, G4): `idempotent=True`
 lets the runtime run a call again with the same idempotency key when it cannot tell
 whether the first attempt took effect; `reconcile=` names a function asked, in that
 case, whether the effect happened (return the tool's result if it did, None if not);
 with neither, such a call is never run again.
+
+`timeout=` bounds how long the turn waits for a body. An async body is cancelled at its
+timeout and the call fails "timed out". A plain (`def`) body runs in a thread that
+cannot be stopped: at its timeout it may still take effect, so its outcome is unknown and
+is settled like an interrupted call (recovery/_journal.py), never recorded as a failure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import json
 import re
@@ -42,6 +49,10 @@ class ToolContext:
 
 class ToolArgumentsError(Exception):
     """The model's arguments do not match the tool's schema."""
+
+
+class ToolTimedOut(Exception):
+    """An async body did not finish within its tool's timeout, and was cancelled."""
 
 
 class Tool:
@@ -101,8 +112,32 @@ class Tool:
             raise ToolArgumentsError(problems) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
-    async def invoke(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
-        return await _call(self.fn, self.takes_context, ctx, arguments)
+    @property
+    def in_thread(self) -> bool:
+        """A plain (`def`) tool runs in a thread, which nothing can stop: neither its
+        timeout nor the turn's cancellation ends it, they only stop the waiting."""
+        return not inspect.iscoroutinefunction(self.fn)
+
+    def start(self, ctx: ToolContext, arguments: dict[str, Any]) -> asyncio.Future[Any]:
+        """Start the body on its own, so that nothing done to the waiting turn reaches
+        it: an async body runs in a task of its own, under its timeout (which cancels
+        it); a plain body runs in a thread. Whoever starts it must wait for its end
+        (tools/_journal.py: a body that may still act is never abandoned)."""
+        if self.in_thread:
+            args = (ctx,) if self.takes_context else ()
+            call = functools.partial(contextvars.copy_context().run, self.fn, *args, **arguments)
+            return asyncio.get_running_loop().run_in_executor(None, call)
+        return asyncio.ensure_future(self._timed(ctx, arguments))
+
+    async def _timed(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
+        scope = asyncio.timeout(self.timeout)
+        try:
+            async with scope:
+                return await _call(self.fn, self.takes_context, ctx, arguments)
+        except TimeoutError:
+            if scope.expired():  # ours, not a TimeoutError the body raised itself
+                raise ToolTimedOut(f"tool '{self.name}' timed out after {self.timeout}s") from None
+            raise
 
     async def reconciled(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
         """Ask the reconcile hook whether the call took effect (None: it did not)."""

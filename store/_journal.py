@@ -1,4 +1,4 @@
-"""Step records and the tool journal (durability.md: step record, journal entry)."""
+"""Step records and the tool journal (docs/guarantees.md: step record, journal entry)."""
 
 from __future__ import annotations
 
@@ -43,13 +43,13 @@ class JournalStore(StoreBase):
     async def journal(self, response_id: str, step: int | None = None) -> list[JournalEntry]:
         """The response's journal entries, or only those of one `step` (a call id names a
         call only within its step: an upstream may repeat call ids across steps)."""
+        select = f"SELECT {_JOURNAL_COLUMNS} FROM journal WHERE response_id = ?"
         if step is None:
-            where, args = "response_id = ?", (response_id,)
+            rows = await self._readers.fetchall(f"{select} ORDER BY created_at", (response_id,))
         else:
-            where, args = "response_id = ? AND step = ?", (response_id, step)
-        rows = await self._readers.fetchall(
-            f"SELECT {_JOURNAL_COLUMNS} FROM journal WHERE {where} ORDER BY created_at", args
-        )
+            rows = await self._readers.fetchall(
+                f"{select} AND step = ? ORDER BY created_at", (response_id, step)
+            )
         return [_entry(r) for r in rows]
 
     async def claim_call(

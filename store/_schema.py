@@ -65,7 +65,7 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE UNIQUE INDEX conversation_items_id ON conversation_items (conversation_id, item_id);
     """,
-    # 2: step records and the tool journal (durability.md: step record, journal entry).
+    # 2: step records and the tool journal (docs/guarantees.md: step record, journal entry).
     """
     ALTER TABLE responses ADD COLUMN step INTEGER NOT NULL DEFAULT 0;  -- steps checkpointed
     CREATE TABLE steps (
@@ -122,6 +122,38 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX responses_finished ON responses (updated_at)
         WHERE status IN ('completed', 'failed', 'cancelled', 'incomplete');
     CREATE INDEX idempotency_keys_response ON idempotency_keys (response_id);
+    """,
+    # 6: the journal is keyed by (response, step, call id), not (response, call id): an
+    # upstream that repeats call ids across steps (every step's call `call_0`) must not
+    # get an earlier step's output reused for a call that never ran. An entry written
+    # before takes the first step whose record asks for its call id (0 if none does:
+    # workflow steps, whose call ids are unique in their response, all use step 0).
+    """
+    CREATE TABLE journal_by_step (
+        response_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        step INTEGER NOT NULL,
+        call_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        state TEXT NOT NULL,
+        output TEXT,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (response_id, step, call_id)
+    ) WITHOUT ROWID;
+    INSERT INTO journal_by_step (response_id, step, call_id, tool, arguments,
+        idempotency_key, state, output, attempts, created_at, updated_at)
+    SELECT j.response_id,
+        coalesce((SELECT min(s.step) FROM steps AS s, json_each(s.items) AS c
+                  WHERE s.response_id = j.response_id
+                    AND json_extract(c.value, '$.call_id') = j.call_id), 0),
+        j.call_id, j.tool, j.arguments, j.idempotency_key, j.state, j.output, j.attempts,
+        j.created_at, j.updated_at
+    FROM journal AS j;
+    DROP TABLE journal;
+    ALTER TABLE journal_by_step RENAME TO journal;
     """,
 )
 

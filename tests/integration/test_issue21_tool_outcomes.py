@@ -1,0 +1,142 @@
+"""Issue 21, windows 4 and 7 and repeated call ids: what the journal records for a tool
+call must be what happened (docs/guarantees.md G3, G4, G5), against a real server process.
+
+- Window 7: a timed-out plain (`def`) tool kept running in its thread and took effect
+  after the journal had said `errored` ("timed out"); a model that retried caused a
+  second effect. Now a thread still running at its timeout is an ambiguous call: the
+  hook decides if there is one; otherwise its outcome is recorded as unknown, and the
+  turn fails closed (`tool_outcome_unknown`) unless the tool is idempotent or
+  `--ambiguous-calls report` tells the model.
+- Window 4: a tool that raised CancelledError by itself (an inner awaitable cancelled by
+  someone else) made the task group drop the call's output; the checkpoint went on
+  without it and the entry stayed `claimed`. Now that is the tool's failure (`errored`).
+- An upstream that repeats call ids across steps (every step's call `call_0`) got the
+  first step's output reused without running the tool: the journal was keyed by
+  (response, call id). It is keyed by (response, step, call id) now, and the
+  idempotency key names the step too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import StartServer
+from tests.crash._support import log_lines, wait_until
+from tests.support.fake_upstream import FakeUpstream, text, tool_calls
+from tests.support.side_effects import effects, runs_per_key
+
+AGENT = ("--agent", "tests.agents.thread_tool_agent:agent")
+
+
+def _run(url: str, prompt: str) -> dict[str, Any]:
+    body = {"model": "m", "input": prompt}
+    response: dict[str, Any] = httpx.post(f"{url}/v1/responses", json=body, timeout=30).json()
+    return response
+
+
+def _outputs(response: dict[str, Any]) -> list[str]:
+    return [i["output"] for i in response["output"] if i["type"] == "function_call_output"]
+
+
+@pytest.mark.parametrize(
+    ("args", "prompt", "tool"),
+    [
+        pytest.param((), '[[call slow_charge {"amount": 5}]]', "slow_charge", id="plain-fail"),
+        pytest.param(
+            ("--ambiguous-calls", "report"),
+            '[[call slow_charge {"amount": 5}]]',
+            "slow_charge",
+            id="plain-report",
+        ),
+        pytest.param((), '[[call slow_fetch {"url": "u"}]]', "slow_fetch", id="idempotent"),
+    ],
+)
+def test_a_plain_tool_past_its_timeout_has_an_unknown_outcome_not_a_failure(
+    start_server: StartServer, tmp_path: Path, args: tuple[str, ...], prompt: str, tool: str
+) -> None:
+    folder = tmp_path / "effects"
+    server = start_server(*AGENT, *args, env={"SIDE_EFFECTS_DIR": str(folder)})
+
+    response = _run(server.url, prompt)
+    wait_until(lambda: len(log_lines(folder, tool)) == 1, "the late effect", deadline=10)
+
+    key = effects(folder, tool)[0][0]
+    if tool == "slow_charge" and not args:  # G4: neither idempotent nor reconcilable
+        assert response["status"] == "failed", response
+        assert response["error"]["code"] == "tool_outcome_unknown"
+        message = response["error"]["message"]
+        assert "timeout of 0.3s" in message and "may still take effect" in message
+        assert key in message
+    else:  # told to the model, which must not read it as a failure to retry
+        assert response["status"] == "completed", response.get("error")
+        [output] = _outputs(response)
+        assert output.startswith(f"Error: the outcome of this call of '{tool}' is unknown")
+        assert "may still take effect" in output and key in output
+        assert "timed out after" not in output
+    assert list(runs_per_key(folder, tool).values()) == [1]
+
+
+def test_a_reconcilable_plain_tool_past_its_timeout_is_settled_by_its_hook(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    folder = tmp_path / "effects"
+    server = start_server(*AGENT, env={"SIDE_EFFECTS_DIR": str(folder)})
+
+    response = _run(server.url, '[[call post_ledger {"amount": 7}]]')
+
+    assert response["status"] == "completed", response.get("error")
+    assert _outputs(response) == ["posted 7 (found)"]
+    assert list(runs_per_key(folder, "ledger").values()) == [1]
+
+
+def test_a_tool_that_raises_cancelled_error_by_itself_has_failed(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    folder = tmp_path / "effects"
+    server = start_server(*AGENT, env={"SIDE_EFFECTS_DIR": str(folder)})
+
+    response = _run(server.url, "[[call hang_up {}]]")
+
+    assert response["status"] == "completed", response.get("error")
+    kinds = [i["type"] for i in response["output"]]
+    assert kinds == ["function_call", "function_call_output", "message"]
+    call, output = response["output"][0], response["output"][1]
+    assert output["call_id"] == call["call_id"]
+    assert output["output"].startswith("Error: tool 'hang_up' failed: CancelledError")
+    assert len(log_lines(folder, "hang_up")) == 1
+    # The recorded outcome is the one every read sees (the journal entry is settled).
+    again = httpx.get(f"{server.url}/v1/responses/{response['id']}").json()
+    assert _outputs(again) == [output["output"]]
+
+
+def test_call_ids_repeated_across_steps_each_run_their_own_tool_call(
+    start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    folder = tmp_path / "effects"
+    server = start_server(
+        "--upstream-base-url",
+        fake_upstream.url,
+        "--agent",
+        "tests.agents.tool_agent:agent",
+        env={"SIDE_EFFECTS_DIR": str(folder)},
+    )
+    fake_upstream.push(
+        tool_calls(("call_0", "lookup", '{"city":"Paris"}')),
+        tool_calls(("call_0", "lookup", '{"city":"Rome"}')),
+        text("Sunny in both."),
+    )
+
+    response = _run(server.url, "Paris, then Rome?")
+
+    assert response["status"] == "completed", response.get("error")
+    cities = [json.loads(o)["city"] for o in _outputs(response)]
+    assert cities == ["Paris", "Rome"]
+    assert [detail for _, detail in effects(folder, "lookup")] == ["Paris", "Rome"]
+    assert sorted(runs_per_key(folder, "lookup").values()) == [1, 1], "one key per step"
+    answered = [m["content"] for m in fake_upstream.requests[2]["messages"] if m["role"] == "tool"]
+    assert [json.loads(a)["city"] for a in answered] == ["Paris", "Rome"]
