@@ -39,6 +39,7 @@ from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailabl
 from ._history import check_tool_pairing, load_history
 from ._ids import new_id
 from ._json import dumps
+from ._leases import LeaseKeeper
 from ._model import Model
 from ._observer import Observer, current_response_id
 from ._response import new_response
@@ -61,7 +62,8 @@ class RuntimeSettings:
     ambiguous_calls: Literal["fail", "report"] = "fail"  # G4: fail closed, or tell the model
     max_recoveries: int = 3  # G1: recoveries of one response before it fails for good
     scan_interval: float = 1.0  # seconds between recovery scans
-    heartbeat_interval: float = 1.0  # seconds between lease renewals and cancel checks
+    heartbeat_interval: float = 1.0  # seconds between checks for stops asked elsewhere
+    loop_blocked_warning: float = 1.0  # seconds the event loop may be blocked unreported
     shutdown_grace: float = 10.0  # seconds running turns get to reach a step boundary (G8)
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
     max_queued: int = 100  # queued turns one lane may hold
@@ -88,6 +90,10 @@ class Runtime:
         self._broker = Broker()
         store.on_events_committed(self._broker.notify)
         self._runners: dict[str, TurnRunner] = {}
+        # Renews the leases of the turns `_drive` runs, from a thread (G8; _leases.py).
+        self._leases = LeaseKeeper(
+            store, self.settings.lease_ttl, blocked_after=self.settings.loop_blocked_warning
+        )
         self._starting: set[str] = set()  # claimed or recovered by a scan, not yet running
         self._tasks: set[asyncio.Task[None]] = set()
         self._tg: asyncio.TaskGroup | None = None
@@ -101,6 +107,7 @@ class Runtime:
         duration of the block; serving does not wait for the first scan."""
         async with asyncio.TaskGroup() as tg:
             self._tg = tg
+            self._leases.start()
             scanner = tg.create_task(self._scan_forever())
             purger = tg.create_task(self._purge_forever())
             heartbeat = tg.create_task(self._heartbeat_forever())
@@ -109,9 +116,12 @@ class Runtime:
             finally:
                 scanner.cancel()
                 purger.cancel()
-                await self._drain()
-                heartbeat.cancel()
-                self._tg = None
+                try:
+                    await self._drain()  # leases are renewed until it has released them
+                finally:
+                    heartbeat.cancel()
+                    await self._leases.stop()
+                    self._tg = None
 
     async def _drain(self) -> None:
         """Graceful shutdown (G8): running turns finish their step and checkpoint within
@@ -199,6 +209,8 @@ class Runtime:
         return responses, keys
 
     async def _recover(self, response_id: str) -> None:
+        if self.draining:
+            return  # shutting down: takes no new work (G8)
         record = await self.store.recover(response_id, self.owner, self.settings.lease_ttl)
         if record is None:
             return
@@ -222,19 +234,14 @@ class Runtime:
         await self._drive(runner)
 
     async def _heartbeat_forever(self) -> None:
-        """Renew this process's leases and bring in cancel requests made elsewhere."""
-        ttl = self.settings.lease_ttl
-        interval = min(self.settings.heartbeat_interval, ttl / 4)
-        renew_every = ttl / 3
-        last_renewal = 0.0
+        """Bring in cancel and steer requests made elsewhere. (Leases are not renewed
+        here but by the lease keeper's thread, which a blocked event loop cannot stop.)"""
+        interval = min(self.settings.heartbeat_interval, self.settings.lease_ttl / 4)
         while True:
             await asyncio.sleep(interval)
             if not self._runners:
                 continue
             try:
-                if time.monotonic() - last_renewal >= renew_every:
-                    await self.store.renew_leases(self.owner, self.settings.lease_ttl)
-                    last_renewal = time.monotonic()
                 for response_id, kind in await self.store.stop_requests(self.owner):
                     self.stop_local(response_id, kind)
             except StoreError as exc:
@@ -305,9 +312,7 @@ class Runtime:
         if created:
             fp.failpoint(fp.ACCEPTED)
             if claimed is not None:  # claimed in the create transaction: run it now
-                fence = Fence(self.owner, claimed.epoch)
-                sink = DurableSink(self.store, claimed.id, fence)
-                self._spawn(self._drive(self._runner(claimed, sink, fence, fresh=True)))
+                await self._run_claimed(claimed)
             elif new.background:
                 self._spawn(self._claim_and_run(record.id))
             if admission.steer is not None:  # the lane's running turn, not those waiting
@@ -450,7 +455,24 @@ class Runtime:
 
     # -- run ----------------------------------------------------------------------------
 
+    async def _run_claimed(self, claimed: ResponseRecord) -> None:
+        """Run a turn its create transaction claimed; or, when shutdown began while that
+        transaction committed, hand the turn over at once: the drain may have released
+        this process's leases already, and this one would hold the turn unrun until it
+        expired."""
+        fence = Fence(self.owner, claimed.epoch)
+        if self._tg is None or self.draining:
+            try:
+                await self.store.release_lease(claimed.id, fence)
+            except StoreError as exc:
+                log.warning("response %s: not handed over (%s); its lease expires", claimed.id, exc)
+            return
+        sink = DurableSink(self.store, claimed.id, fence)
+        self._spawn(self._drive(self._runner(claimed, sink, fence, fresh=True)))
+
     async def _claim_and_run(self, response_id: str) -> None:
+        if self.draining:
+            return  # shutting down: the turn stays queued for another process
         record = await self.store.claim(response_id, self.owner, self.settings.lease_ttl)
         if record is None:
             return  # cancelled while queued, or taken by another process
@@ -483,6 +505,8 @@ class Runtime:
             sink=sink,
             fresh=fresh,
         )
+        if self.draining:  # claimed while shutting down: stop at the first boundary
+            runner.request_drain()
         self._runners[record.id] = runner
         return runner
 
@@ -494,11 +518,15 @@ class Runtime:
         wait_for_lane: str | None = None,
     ) -> None:
         lane = runner.lane
+        # Only a turn being driven keeps its lease: once this ends, however it ends, the
+        # lease is renewed no more, so a turn left without an end is recovered (G1).
+        self._leases.hold(runner.response_id, runner.fence)
         try:
             if wait_for_lane is not None:
                 await self._wait_for_lane(runner)
             await runner.run(fail=fail)
         finally:
+            self._leases.drop(runner.response_id, runner.fence)
             self._runners.pop(runner.response_id, None)
             self._free_lane(lane)
 

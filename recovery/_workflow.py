@@ -10,13 +10,16 @@
 A handler may be re-executed from the top after a crash: every step that already
 completed returns its recorded result without running again, so the handler resumes at
 its first unfinished step. Steps run at most once unless marked `idempotent=True` (the
-same rule as server tools, G3/G4). Each step appears in the response as a
-`function_call` (the step) and a `function_call_output` (its JSON result); `say` adds an
-assistant message; a returned value (if not None) becomes the final message.
+same rule as server tools, G3/G4). A step function may be async or plain; a plain one
+runs in a thread, like a plain tool, so that it cannot block the event loop. Each step
+appears in the response as a `function_call` (the step) and a `function_call_output`
+(its JSON result); `say` adds an assistant message; a returned value (if not None)
+becomes the final message.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
 import inspect
@@ -129,9 +132,7 @@ class WorkflowContext:
             raise ToolOutcomeUnknown(name, call_id, key, [])
         token = _current_key.set(key)
         try:
-            value = fn(*args, **kwargs)
-            if inspect.isawaitable(value):
-                value = await value
+            value = await _run_step(fn, *args, **kwargs)
             state, output = "completed", json.dumps(value, default=str)
         except Exception as exc:
             state, output = "errored", f"Error: step '{name}' failed: {type(exc).__name__}: {exc}"
@@ -174,6 +175,19 @@ class WorkflowContext:
             ],
             checkpoint=True,
         )
+
+
+async def _run_step(fn: Callable[..., Awaitable[T] | T], *args: Any, **kwargs: Any) -> T:
+    """Await an async step; run a plain one in a thread, as plain tools are, so that its
+    blocking calls do not stall the event loop (the step's idempotency key goes along in
+    the thread's copy of the context)."""
+    if inspect.iscoroutinefunction(fn):
+        result: T = await fn(*args, **kwargs)
+        return result
+    value = await asyncio.to_thread(fn, *args, **kwargs)
+    if inspect.isawaitable(value):  # a plain callable that returned a coroutine
+        value = await value
+    return value
 
 
 async def run_workflow(handler: Workflow, ctx: WorkflowContext) -> None:

@@ -9,11 +9,17 @@ separately, which made the writer's thread hops, not SQLite, the limit of throug
 Callers await their own operation's result; a caller that is cancelled does not cancel
 the operation (it may already be running on the writer thread), so a cancelled write's
 outcome is unknown and must be re-read.
+
+A thread other than the event loop's may also submit an operation (`submit_threadsafe`):
+it runs in a transaction of its own, ahead of queued work, and the writer thread resolves
+its future itself, so a blocked event loop delays neither its commit nor its answer. The
+lease renewal thread relies on that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -94,6 +100,7 @@ class Writer:
         # deque appends and pops are atomic: the loop appends, the writer thread pops.
         self._queue: deque[_Queued] = deque()
         self._urgent: deque[_Queued] = deque()
+        self._threaded: deque[_Threaded] = deque()  # from other threads, not the loop
         self._wake = threading.Event()
         self._lock = threading.Lock()  # a submit and the thread's last look at the queues
         self._stopping = False
@@ -110,6 +117,19 @@ class Writer:
                 fut.set_exception(StoreError("the store is closed"))
                 return fut
             (self._urgent if urgent else self._queue).append((op, fut))
+        self._wake.set()
+        return fut
+
+    def submit_threadsafe(self, op: Operation[T]) -> concurrent.futures.Future[T]:
+        """Queue an operation from any thread; it commits in a transaction of its own,
+        ahead of the queue, and its future is resolved on the writer thread, without
+        the event loop. It has no after-commit hooks and no commit listeners."""
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._lock:
+            if self._stopped:
+                fut.set_exception(StoreError("the store is closed"))
+                return fut
+            self._threaded.append((op, fut))
         self._wake.set()
         return fut
 
@@ -130,8 +150,12 @@ class Writer:
                 with self._lock:
                     self._stopped = True
                     left = [*self._urgent, *self._queue]  # only if the thread itself failed
+                    threaded = list(self._threaded)
                     self._urgent.clear()
                     self._queue.clear()
+                    self._threaded.clear()
+                for _, orphan in threaded:
+                    orphan.set_exception(StoreError("the writer stopped"))
                 with contextlib.suppress(RuntimeError):  # the loop is already closed
                     if left:
                         loop.call_soon_threadsafe(_fail, left, StoreError("the writer stopped"))
@@ -155,7 +179,10 @@ class Writer:
         while True:
             self._wake.wait()
             self._wake.clear()  # before draining: a submit from now on wakes us again
-            while self._urgent or self._queue:
+            while self._threaded or self._urgent or self._queue:
+                if self._threaded:
+                    self._commit_threaded(*self._threaded.popleft())
+                    continue
                 batch: list[_Queued] = []
                 while self._urgent and len(batch) < MAX_BATCH:
                     batch.append(self._urgent.popleft())
@@ -166,7 +193,7 @@ class Writer:
                 with contextlib.suppress(RuntimeError):  # the loop is already closed
                     self._loop.call_soon_threadsafe(settle)
             with self._lock:
-                if self._stopping and not self._urgent and not self._queue:
+                if self._stopping and not (self._threaded or self._urgent or self._queue):
                     self._stopped = True  # under the lock: no submit slips in after this
                     return
 
@@ -191,6 +218,17 @@ class Writer:
                     _resolve(fut, value)
 
         return settle
+
+    def _commit_threaded(self, op: Operation[T], fut: concurrent.futures.Future[T]) -> None:
+        """On the writer thread: commit one operation of another thread and answer it."""
+        try:
+            _, (value,) = self._transaction([op])
+        except _OperationFailed as failed:
+            fut.set_exception(failed.error)
+        except Exception as exc:
+            fut.set_exception(_as_store_error(exc))
+        else:
+            fut.set_result(value)
 
     def _commit_each(self, batch: list[_Queued]) -> Callable[[], None]:
         settles: list[Callable[[], None]] = []
@@ -238,6 +276,7 @@ class Writer:
 
 
 _Queued = tuple[Operation[Any], asyncio.Future[Any]]
+_Threaded = tuple[Operation[Any], concurrent.futures.Future[Any]]
 
 
 def _resolve(fut: asyncio.Future[Any], value: Any) -> None:

@@ -4,6 +4,7 @@ the project lives in this package."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -215,8 +216,9 @@ class SQLiteStore(ConversationStore, JournalStore):
     async def recover(
         self, response_id: str, owner: str, lease_ttl: float
     ) -> ResponseRecord | None:
-        """Take over a response whose lease is free or expired, counting one recovery;
-        None if it is terminal or another process holds it now."""
+        """Take over a response whose lease is free or expired, counting one recovery
+        unless its lease was released; None if it is terminal or another process (or a
+        live runner of this one) holds it now."""
 
         def op(tx: Tx) -> ResponseRecord | None:
             now = time.time()
@@ -224,15 +226,16 @@ class SQLiteStore(ConversationStore, JournalStore):
                 tx.conn,
                 "UPDATE responses SET status = 'in_progress', owner = ?, epoch = epoch + 1,"
                 " lease_expires_at = ?, updated_at = ?,"
-                # A lease released by a graceful shutdown is a hand-over, not a crash;
-                # one of this process's own (an expired renewal) is not a crash either.
-                " recoveries = recoveries"
-                " + (CASE WHEN owner IS NULL OR owner = ? THEN 0 ELSE 1 END),"
+                # A lease released (a graceful shutdown's hand-over) is not a crash.
+                # Every other recovery counts, one of this process's own too: a live
+                # process renews what it drives, so an expired lease of its own is a
+                # turn whose runner ended without an end, and must not loop uncounted.
+                " recoveries = recoveries + (CASE WHEN owner IS NULL THEN 0 ELSE 1 END),"
                 " snapshot = json_set(snapshot, '$.status', 'in_progress')"
                 " WHERE id = ? AND status = 'in_progress'"
                 " AND (owner IS NULL OR lease_expires_at < ?)"
                 f" RETURNING {_RESPONSE_COLUMNS}",
-                (owner, now + lease_ttl, now, owner, response_id, now),
+                (owner, now + lease_ttl, now, response_id, now),
             )
             return _response(row) if row else None
 
@@ -321,18 +324,33 @@ class SQLiteStore(ConversationStore, JournalStore):
         )
         return str(row[0]) if row else None
 
-    async def renew_leases(self, owner: str, lease_ttl: float) -> None:
-        """Extend every lease `owner` holds (one heartbeat for the whole process)."""
+    def renew_leases(
+        self, leases: Sequence[tuple[str, Fence]], lease_ttl: float
+    ) -> concurrent.futures.Future[list[str]]:
+        """Extend each lease of `leases` (response id, fence) that its fence still holds;
+        the future gives the ids renewed. Only the turns a process drives are renewed,
+        never every lease of its owner: a lease left behind by a runner that ended without
+        an end must expire, so that a recovery scan takes the turn and counts it (G1).
 
-        def op(tx: Tx) -> None:
-            tx.conn.execute(
-                "UPDATE responses SET lease_expires_at = ?"
-                " WHERE owner = ? AND status = 'in_progress'",
-                (time.time() + lease_ttl, owner),
-            )
+        Callable from any thread, and meant for one that is not the event loop's: the
+        writer thread commits it in a transaction of its own and answers it itself, so a
+        blocked event loop cannot stop a live process from keeping its leases (G8)."""
 
-        # Urgent: behind a long queue of writes a process must not lose its own leases.
-        await self._write("renew leases", op, urgent=True)
+        def op(tx: Tx) -> list[str]:
+            with translate_sqlite_errors("renew leases"):
+                expires = time.time() + lease_ttl
+                renewed = []
+                for response_id, fence in leases:
+                    row = tx.conn.execute(
+                        "UPDATE responses SET lease_expires_at = ? WHERE id = ? AND owner = ?"
+                        " AND epoch = ? AND status = 'in_progress' RETURNING id",
+                        (expires, response_id, fence.owner, fence.epoch),
+                    ).fetchone()
+                    if row is not None:
+                        renewed.append(response_id)
+                return renewed
+
+        return self._writer.submit_threadsafe(op)
 
     async def release_leases(self, owner: str) -> None:
         """Give up `owner`'s leases now, so another process resumes without waiting."""

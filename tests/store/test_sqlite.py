@@ -213,7 +213,7 @@ async def test_what_runs_per_turn_and_per_heartbeat_never_scans_all_stored_respo
         await store.create_response(new_response("resp_a"), [], [], limits)
         await store.create_response(new_response("resp_b"), [], [], limits, ("me", 10.0))
         assert await store.claim("resp_a", "me", 10.0) is not None
-        await store.renew_leases("me", 10.0)
+        await asyncio.wrap_future(store.renew_leases([("resp_a", Fence("me", 1))], 10.0))
         await store.stop_requests("me")
         await store.orphans()
         await store.lane_busy("resp_a")

@@ -1,0 +1,89 @@
+"""Leases in the store (issue 21): a renewal extends only the leases given to it, under
+their fences, and is committed and answered by the writer thread without the event loop;
+every recovery of a turn that did not end is counted, one's own too, but a released
+lease (a graceful hand-over) is not."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from store import Fence, NewResponse, SQLiteStore, open_store
+
+
+def queued(response_id: str) -> NewResponse:
+    return NewResponse(
+        id=response_id,
+        tenant="",
+        status="queued",
+        background=True,
+        created_at=time.time(),
+        params="{}",
+        snapshot='{"status": "queued"}',
+        last_seq=-1,
+        lane=response_id,
+        conversation_id=None,
+        conversation_upto=None,
+        previous_response_id=None,
+        owner=None,
+        lease_expires_at=None,
+    )
+
+
+async def claimed(store: SQLiteStore, response_id: str, owner: str, ttl: float) -> Fence:
+    _, _, record = await store.create_response(queued(response_id), [], [], None, (owner, ttl))
+    assert record is not None
+    return Fence(owner, record.epoch)
+
+
+async def expiry(store: SQLiteStore, response_id: str) -> float:
+    record = await store.get_response(response_id, "")
+    assert record is not None and record.lease_expires_at is not None
+    return record.lease_expires_at
+
+
+async def test_a_renewal_extends_only_the_leases_it_is_given_under_their_fences(
+    tmp_path: Path,
+) -> None:
+    async with open_store(tmp_path / "r.db") as store:
+        driven = await claimed(store, "resp_driven", "me", 5)
+        await claimed(store, "resp_orphan", "me", 5)  # held by this owner, driven by no one
+        stale = await claimed(store, "resp_stale", "me", 5)
+        before = {r: await expiry(store, r) for r in ("resp_orphan", "resp_stale")}
+
+        renewed = await asyncio.wrap_future(
+            store.renew_leases(
+                [("resp_driven", driven), ("resp_stale", Fence("me", stale.epoch + 1))], 60
+            )
+        )
+
+        assert renewed == ["resp_driven"]
+        assert await expiry(store, "resp_driven") > time.time() + 50
+        assert {r: await expiry(store, r) for r in before} == before
+
+
+async def test_a_renewal_is_answered_while_the_event_loop_is_blocked(tmp_path: Path) -> None:
+    async with open_store(tmp_path / "b.db") as store:
+        fence = await claimed(store, "resp_a", "me", 5)
+
+        # Waiting on the loop's own thread: only the writer thread can answer this.
+        renewed = store.renew_leases([("resp_a", fence)], 60).result(timeout=10)
+
+        assert renewed == ["resp_a"]
+
+
+async def test_every_recovery_of_an_unfinished_turn_counts_but_a_hand_over_does_not(
+    tmp_path: Path,
+) -> None:
+    async with open_store(tmp_path / "c.db") as store:
+        await claimed(store, "resp_a", "me", -1)  # already expired
+
+        own = await store.recover("resp_a", "me", -1)  # this process's own turn
+        other = await store.recover("resp_a", "other", 5)  # another process's
+        await store.release_leases("other")  # a graceful shutdown hands it over
+        handed = await store.recover("resp_a", "me", 5)
+
+        assert own is not None and other is not None and handed is not None
+        assert (own.recoveries, other.recoveries, handed.recoveries) == (1, 2, 2)
+        assert (own.epoch, other.epoch, handed.epoch) == (2, 3, 4)
