@@ -87,13 +87,10 @@ class ToolPhase:
         self.over_budget = False
         self._step = 0  # the step being run
 
-    async def run(
-        self, calls: list[Item], max_tool_calls: int, step: int | None = None
-    ) -> list[Item]:
+    async def run(self, calls: list[Item], max_tool_calls: int, *, step: int) -> list[Item]:
         """Run (or reuse) every server call of `step`; return their output items in order."""
         runner = self._runner
-        # Until the runner passes the step: its count of checkpointed steps is this one.
-        self._step = step if step is not None else runner._step
+        self._step = step
         journal = {e.call_id: e for e in await self._store.journal(runner.response_id, self._step)}
         new = [call["call_id"] for call in calls if call["call_id"] not in journal]
         used = len(await self._store.journal(runner.response_id)) if new else 0

@@ -216,7 +216,7 @@ class TurnRunner:
             else:
                 calls = step_items
                 server_calls = [c for c in calls if c["name"] in phase.tools]
-            outputs = await phase.run(server_calls, budget.tool_calls)
+            outputs = await phase.run(server_calls, budget.tool_calls, step=self._step)
             await self._checkpoint(outputs)
             fp.failpoint(fp.CHECKPOINT)
             if phase.over_budget:
@@ -313,12 +313,12 @@ class TurnRunner:
             raise group.exceptions[0] from None
         task, self._model_task = self._model_task, None
         if task.cancelled():
-            self._close_cut_items()
-            if self._stop_reason is None:
+            if task.cancelling() == 0:
                 # Cancelled from inside (a client library closing its connection), not
                 # by a stop request: a failed model call, retried like any other.
                 raise ModelError("The model stream was cancelled.", retryable=True)
-            raise TurnStopped(self._stop_reason)
+            self._close_cut_items()
+            raise TurnStopped(self._stop_reason or "cancelled")
         return task.result()
 
     async def _consume(

@@ -72,7 +72,7 @@ async def connect(path: Path, *, readonly: bool = False) -> aiosqlite.Connection
         await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         await conn.execute("PRAGMA foreign_keys = ON")
         # WAL survives process crashes with synchronous=NORMAL; only power loss can drop
-        # the newest commits, which is outside what this server promises (durability.md).
+        # the newest commits, which is outside what this server promises (docs/guarantees.md).
         await conn.execute("PRAGMA synchronous = NORMAL")
         if readonly:
             await conn.execute("PRAGMA query_only = ON")
@@ -406,7 +406,7 @@ def open_writer(path: Path, migrations: tuple[str, ...]) -> sqlite3.Connection:
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
         # WAL survives process crashes with synchronous=NORMAL; only power loss can drop
-        # the newest commits, which is outside what this server promises (durability.md).
+        # the newest commits, which is outside what this server promises (docs/guarantees.md).
         conn.execute("PRAGMA synchronous = NORMAL")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":

@@ -154,7 +154,7 @@ class SQLiteStore(ConversationStore, JournalStore):
         return _response(row)
 
     def _admit(self, tx: Tx, new: NewResponse, rules: Admission) -> None:
-        """Apply the tenant's and the lane's rules for a new turn (durability.md, Steering)."""
+        """Apply the tenant's and the lane's rules for a new turn (docs/guarantees.md, Steering)."""
         if rules.max_queued_tenant is not None and new.status == "queued":
             row = _fetchone(
                 tx.conn,

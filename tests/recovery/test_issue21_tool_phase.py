@@ -78,7 +78,7 @@ def _call(name: str, arguments: str = "{}") -> dict[str, Any]:
 async def test_a_cancelled_turn_waits_for_its_thread_and_records_what_it_did(
     store: SQLiteStore,
 ) -> None:
-    run = asyncio.ensure_future(_phase(store).run([_call("send", '{"to": "ops"}')], 8, 3))
+    run = asyncio.ensure_future(_phase(store).run([_call("send", '{"to": "ops"}')], 8, step=3))
     await asyncio.sleep(0.05)
     run.cancel()
     await asyncio.sleep(0.05)
@@ -94,7 +94,7 @@ async def test_a_cancelled_turn_waits_for_its_thread_and_records_what_it_did(
 
 
 async def test_a_body_s_own_cancelled_error_is_its_failure(store: SQLiteStore) -> None:
-    [output] = await _phase(store).run([_call("hang_up")], 8, 0)
+    [output] = await _phase(store).run([_call("hang_up")], 8, step=0)
 
     assert output["output"].startswith("Error: tool 'hang_up' failed: CancelledError")
     [entry] = await store.journal("resp_1", 0)
@@ -106,7 +106,7 @@ async def test_a_plain_thread_past_its_timeout_fails_the_turn_closed_not_the_cal
 ) -> None:
     started = time.monotonic()
     with pytest.raises(ToolOutcomeUnknown, match="may still take effect"):
-        await _phase(store).run([_call("slow")], 8, 0)
+        await _phase(store).run([_call("slow")], 8, step=0)
 
     assert time.monotonic() - started < 2, "the turn stopped waiting at the timeout"
     [entry] = await store.journal("resp_1", 0)
