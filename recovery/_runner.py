@@ -529,8 +529,10 @@ class TurnRunner:
 
     async def _abandon(self, error: StoreError) -> None:
         """The end could not be saved: leave the turn to the recovery scan, which resumes
-        it from what was committed (nothing after that was ever sent, G7)."""
-        log.error("response %s: could not save its end (%s); releasing it", self.response_id, error)
+        it from what was committed (nothing after that was ever sent, G7). The lease is
+        left to expire rather than released: an expired lease's recovery is counted, so a
+        turn whose end can never be saved ends `recovery_exhausted` instead of looping."""
+        log.error("response %s: could not save its end (%s); leaving it", self.response_id, error)
         if not self._sink.durable:  # its client is waiting for an end
             self._sink.emit(
                 [
@@ -543,10 +545,6 @@ class TurnRunner:
                     )
                 ]
             )
-        try:
-            await self._store.release_lease(self.response_id, self._fence)
-        except StoreError as again:
-            log.warning("response %s: could not release it either: %s", self.response_id, again)
         self._resolve()
 
     def _lost(self) -> None:
