@@ -5,16 +5,26 @@ Chat Completions streaming and plays scripted turns and faults, in order.
 
 Every request body it received is kept in `requests` (its headers in `headers`, its
 arrival time, by `time.monotonic()`, in `arrivals`), so tests can check what history the
-server sent and when. With the script empty it answers "ok".
+server sent and when. With the script empty it asks `respond` (a function of the request
+body, for tests that script by content, e.g. many concurrent turns), else answers "ok".
+
+It is as strict about tool pairing as OpenAI's Chat Completions (durability.md, "G5 at the
+wire"): a history where an assistant message's `tool_calls` are not each answered by a
+`tool` message right after it, or a `tool` message that answers no pending call (none, or
+one already answered), gets HTTP 400 in OpenAI's error envelope with OpenAI's message,
+consumes no scripted turn, and is listed in `refusals` (index into `requests`, message).
+`pairing_error` is the same rule as a function.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,6 +42,7 @@ class Turn:
     finish_reason: str = "stop"
     cached_tokens: int = 0  # sent as usage.prompt_tokens_details when not 0
     reasoning_tokens: int = 0  # sent as usage.completion_tokens_details when not 0
+    pace: float = 0.0  # seconds between two streamed chunks
 
 
 def text(
@@ -41,6 +52,7 @@ def text(
     usage: tuple[int, int] = (7, 3),
     cached_tokens: int = 0,
     reasoning_tokens: int = 0,
+    pace: float = 0.0,
 ) -> Turn:
     """Stream `value` word by word; `usage` is (prompt_tokens, completion_tokens)."""
     return Turn(
@@ -50,11 +62,13 @@ def text(
         usage=usage,
         cached_tokens=cached_tokens,
         reasoning_tokens=reasoning_tokens,
+        pace=pace,
     )
 
 
-def tool_calls(*calls: tuple[str, str, str]) -> Turn:
-    return Turn("tool_calls", calls=calls, finish_reason="tool_calls")
+def tool_calls(*calls: tuple[str, str, str], pace: float = 0.0) -> Turn:
+    """Stream these (call id, name, arguments) calls, the arguments in two pieces each."""
+    return Turn("tool_calls", calls=calls, finish_reason="tool_calls", pace=pace)
 
 
 def fault(status: int, headers: dict[str, str] | None = None) -> Turn:
@@ -80,12 +94,60 @@ def malformed() -> Turn:
     return Turn("malformed")
 
 
+_UNANSWERED = (
+    "An assistant message with 'tool_calls' must be followed by tool messages responding to"
+    " each 'tool_call_id'. The following tool_call_ids did not have response messages: {}"
+)
+_ORPHAN = (
+    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message"
+    " with 'tool_calls'."
+)
+
+
+def pairing_error(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(message, param) of OpenAI's 400 for the first tool-pairing fault, or None.
+
+    The `tool` messages answering an assistant message's `tool_calls` must come right
+    after it, one per call id; anything else (another role, the end of the history)
+    while a call is unanswered is a fault, and so is a `tool` message outside such a run
+    or for a call id it does not list or that was already answered.
+    """
+    opened = -1  # index of the assistant message whose answers may follow, or -1
+    pending: list[str] = []
+    for index, message in enumerate(messages):
+        if message.get("role") == "tool":
+            if opened < 0 or message.get("tool_call_id") not in pending:
+                return _ORPHAN, f"messages.[{index}].role"
+            pending.remove(message["tool_call_id"])
+            continue
+        if pending:
+            return _UNANSWERED.format(", ".join(pending)), f"messages.[{opened}].role"
+        opened, pending = -1, []
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            opened, pending = index, [call.get("id") for call in message["tool_calls"]]
+    if pending:
+        return _UNANSWERED.format(", ".join(pending)), f"messages.[{opened}].role"
+    return None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    request: int  # index into FakeUpstream.requests
+    message: str
+    param: str
+
+
+Responder = Callable[[dict[str, Any]], Turn]
+
+
 class FakeUpstream:
-    def __init__(self) -> None:
+    def __init__(self, respond: Responder | None = None) -> None:
         self.script: deque[Turn] = deque()
+        self.respond = respond
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # lower-cased names, per request
         self.arrivals: list[float] = []  # time.monotonic() per request
+        self.refusals: list[Refusal] = []  # requests answered 400 for broken tool pairing
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -107,27 +169,45 @@ class FakeUpstream:
         with self._lock:
             self.script.extend(turns)
 
-    def _next(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Turn:
+    def _next(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Turn | Refusal:
+        fault_found = pairing_error(body.get("messages") or [])
         with self._lock:
             self.arrivals.append(time.monotonic())
             self.requests.append(body)
             self.headers.append(headers or {})
-            return self.script.popleft() if self.script else text("ok")
+            if fault_found is not None:
+                refusal = Refusal(len(self.requests) - 1, *fault_found)
+                self.refusals.append(refusal)
+                return refusal
+            if self.script:
+                return self.script.popleft()
+        return self.respond(body) if self.respond is not None else text("ok")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.0"
+            pace = 0.0
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
+                if len(raw) < length:
+                    return  # the client died while sending: nothing was asked
+                body = json.loads(raw or b"{}")
                 headers = {key.lower(): value for key, value in self.headers.items()}
                 turn = upstream._next(body, headers)
+                with contextlib.suppress(ConnectionError):  # the server hung up, or died
+                    self._play(turn)
+
+            def _play(self, turn: Turn | Refusal) -> None:
+                if isinstance(turn, Refusal):
+                    self._refuse(turn)
+                    return
                 if turn.kind == "reset":
                     self._drop()
                     return
@@ -142,6 +222,7 @@ class FakeUpstream:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.end_headers()
+                self.pace = turn.pace
                 if turn.kind == "stall":
                     time.sleep(turn.seconds)
                     return
@@ -189,7 +270,21 @@ class FakeUpstream:
                 self._send("data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
                 self._send("data: [DONE]\n\n")
 
+            def _refuse(self, refusal: Refusal) -> None:
+                error = {
+                    "message": refusal.message,
+                    "type": "invalid_request_error",
+                    "param": refusal.param,
+                    "code": None,
+                }
+                self.send_response(400)
+                self.send_header("content-type", "application/json")
+                self.end_headers()
+                self.wfile.write(json.dumps({"error": error}).encode())
+
             def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> None:
+                if self.pace:
+                    time.sleep(self.pace)
                 payload = {
                     "id": "chatcmpl-fake",
                     "object": "chat.completion.chunk",
