@@ -1,4 +1,4 @@
-"""HTTP errors in the OpenAI envelope (protocol.md section 9).
+"""HTTP errors in the OpenAI envelope (docs/protocol.md section 9).
 
 `APIError` is what routes raise; `error_response` renders it. The exception handlers
 installed by the app map the runtime's errors and anything unexpected to the envelope
@@ -12,6 +12,8 @@ import logging
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Match, Mount, Route
+from starlette.types import Scope
 
 from recovery import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
 from store import StoreError
@@ -95,13 +97,30 @@ async def handle_queue_full(request: Request, exc: Exception) -> Response:
 
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
     if exc.status_code == 404:
         message = f"Invalid URL ({request.method} {request.url.path})"
-        return error_response(APIError(404, message))
+        return error_response(APIError(404, message, headers=headers))
     if exc.status_code == 405:
+        # Starlette's `Allow` names the methods of the first route of the path only; each
+        # method of a path is a route of its own here, so list them all (RFC 9110).
+        headers["allow"] = ", ".join(sorted(_allowed_methods(request.app.routes, request.scope)))
         message = f"Method {request.method} is not allowed on {request.url.path}."
-        return error_response(APIError(405, message, code="method_not_allowed"))
-    return error_response(APIError(exc.status_code, str(exc.detail)))
+        return error_response(APIError(405, message, code="method_not_allowed", headers=headers))
+    return error_response(APIError(exc.status_code, str(exc.detail), headers=headers))
+
+
+def _allowed_methods(routes: list[BaseRoute], scope: Scope) -> set[str]:
+    allowed: set[str] = set()
+    for route in routes:
+        match, child = route.matches(scope)
+        if match is Match.NONE:
+            continue
+        if isinstance(route, Mount):
+            allowed |= _allowed_methods(route.routes, {**scope, **child})
+        elif isinstance(route, Route) and route.methods:
+            allowed |= route.methods
+    return allowed
 
 
 async def handle_store_error(request: Request, exc: Exception) -> Response:

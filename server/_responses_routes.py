@@ -1,4 +1,4 @@
-"""/v1/responses routes (protocol.md sections 2, 7, 8 and 12)."""
+"""/v1/responses routes (docs/protocol.md sections 2, 7, 8 and 12)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from store import EventRow, ResponseRecord
 
 from ._context import context, read_body, tenant
 from ._errors import APIError
-from ._sse import stream_to
+from ._sse import StreamSlot, stream_to
 from ._validation import (
     parse_json,
     query_bool,
@@ -43,23 +43,40 @@ async def create_response(request: Request) -> Response:
         max_tools=ctx.settings.max_tools,
     )
     params["input"] = normalize_input(params["input"])
+    # Every admission check comes before the create stores anything: a refused request
+    # (the SDK retries a 429) must leave no response behind, run or queued.
+    slot = ctx.streams.acquire(tenant(request)) if params.get("stream") else None
+    try:
+        return await _create(request, body, params, key, slot)
+    except BaseException:
+        if slot is not None:
+            slot.release()
+        raise
+
+
+async def _create(
+    request: Request,
+    body: dict[str, Any],
+    params: dict[str, Any],
+    key: str | None,
+    slot: StreamSlot | None,
+) -> Response:
     who = tenant(request)
-    runtime = ctx.runtime
+    runtime = context(request).runtime
     record, created = await runtime.create(
         params,
         tenant=who,
         idempotency_key=key,
         request_hash=_request_hash(body) if key is not None else None,
     )
-    stream = bool(params.get("stream"))
     if not created:
-        return await _created_before(request, record, stream)
+        return await _created_before(request, record, slot)
     if record.background:  # the runtime started it, here or behind its lane
-        if stream:
-            return stream_to(request, runtime.follow(record.id, who, -1))
+        if slot is not None:
+            return stream_to(request, runtime.follow(record.id, who, -1), slot=slot)
         return raw_json(record.snapshot)
 
-    runner, sink = runtime.start_foreground(record, stream=stream)
+    runner, sink = runtime.start_foreground(record, stream=slot is not None)
 
     def on_close(finished: bool) -> None:
         # The client went away: stop the turn at its next safe point, unless it sent an
@@ -67,8 +84,8 @@ async def create_response(request: Request) -> Response:
         if not finished and key is None:
             runtime.stop_local(record.id)
 
-    if stream:
-        return stream_to(request, sink.rows(), on_close=on_close)
+    if slot is not None:
+        return stream_to(request, sink.rows(), on_close=on_close, slot=slot)
     final = await _unless_disconnected(request, runner.done)
     if final is None:
         on_close(False)
@@ -89,20 +106,25 @@ def _idempotency_key(request: Request) -> str | None:
 
 
 def _request_hash(body: dict[str, Any]) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-async def _created_before(request: Request, record: ResponseRecord, stream: bool) -> Response:
+async def _created_before(
+    request: Request, record: ResponseRecord, slot: StreamSlot | None
+) -> Response:
     """A retried create (same Idempotency-Key): the first response, run once (G11)."""
     ctx = context(request)
     if record.background:
-        if stream:
-            return stream_to(request, ctx.runtime.follow(record.id, record.tenant, -1))
+        if slot is not None:
+            follow = ctx.runtime.follow(record.id, record.tenant, -1)
+            return stream_to(request, follow, slot=slot)
         return raw_json((await ctx.runtime.get(record.id, record.tenant)).snapshot)
     final = await ctx.runtime.wait_final(record.id, record.tenant)
-    if stream:
-        return stream_to(request, _rows(synthesize_events(final)))
+    if slot is not None:
+        return stream_to(request, _rows(synthesize_events(final)), slot=slot)
     return JSONResponse(final)
 
 

@@ -1,7 +1,7 @@
 """Server-sent events: each stored event is framed once, as `event:` + one `data:` line.
 
 Keep-alives are comment lines (`: keep-alive`), the only kind the openai SDK ignores
-safely (protocol.md section 7). Each open stream holds one of its tenant's stream slots
+safely (docs/protocol.md section 7). Each open stream holds one of its tenant's stream slots
 (`--max-streams-per-tenant`) until the response ends, however it ends.
 """
 
@@ -31,7 +31,9 @@ class StreamSlots:
         self.limit = limit
         self._open: Counter[str] = Counter()
 
-    def acquire(self, who: str) -> None:
+    def acquire(self, who: str) -> StreamSlot:
+        """One of `who`'s slots, or the 429 `too_many_streams`. A create takes its slot
+        before anything is stored, so that a refusal stores and runs nothing."""
         if self._open[who] >= self.limit:
             raise APIError(
                 429,
@@ -40,11 +42,25 @@ class StreamSlots:
                 headers={"retry-after": "1"},
             )
         self._open[who] += 1
+        return StreamSlot(self, who)
 
-    def release(self, who: str) -> None:
+    def _release(self, who: str) -> None:
         self._open[who] -= 1
         if self._open[who] <= 0:
             del self._open[who]
+
+
+class StreamSlot:
+    """A held slot; `release` gives it back once, however often it is called."""
+
+    def __init__(self, slots: StreamSlots, who: str) -> None:
+        self._slots: StreamSlots | None = slots
+        self._who = who
+
+    def release(self) -> None:
+        if self._slots is not None:
+            self._slots._release(self._who)
+            self._slots = None
 
 
 class _EventStream(EventSourceResponse):
@@ -81,12 +97,12 @@ def stream_to(
     batches: AsyncIterator[list[EventRow]],
     *,
     on_close: Callable[[bool], None] | None = None,
+    slot: StreamSlot | None = None,
 ) -> EventSourceResponse:
     """Stream `batches` of events to the client. `on_close(finished)` runs when the
-    stream ends, with False when the client went away before the last event. 429 if the
-    caller's tenant has too many streams open."""
-    ctx, who = context(request), tenant(request)
-    ctx.streams.acquire(who)
-    return _EventStream(
-        _frames(batches, on_close), ctx.settings.keepalive, lambda: ctx.streams.release(who)
-    )
+    stream ends, with False when the client went away before the last event. The stream
+    holds `slot` (taken here when None: 429 if the caller's tenant has too many streams
+    open) and releases it when it ends."""
+    ctx = context(request)
+    held = slot or ctx.streams.acquire(tenant(request))
+    return _EventStream(_frames(batches, on_close), ctx.settings.keepalive, held.release)

@@ -3,19 +3,34 @@
 Bodies are checked in two layers so that every error names its parameter the way
 OpenAI does (`input[2].content`, `tools[0].type`): pydantic models with `extra="forbid"`
 for the fixed shapes, and small dispatch functions for the `type`-tagged unions (input
-items, content parts, tools), which pick the model by tag and build the path themselves.
+items, content parts, tools, tool_choice), which pick the model by tag and build the path
+themselves. `_validation_errors.py` turns pydantic's errors into those 400s, and
+`_openapi.py` documents the same models.
+
+Before any of that, a body must be standard JSON: an object, nested at most
+MAX_JSON_DEPTH levels, with finite numbers only (`parse_json`).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+)
 
 from ._errors import APIError
+from ._validation_errors import invalid_type, to_api_error
 
 Json = dict[str, Any]
 
@@ -59,7 +74,7 @@ class Refusal(_Strict):
     refusal: str
 
 
-_PARTS: dict[str, type[_Strict]] = {
+PART_MODELS: dict[str, type[_Strict]] = {
     "input_text": InputText,
     "input_image": InputImage,
     "input_file": InputFile,
@@ -104,12 +119,33 @@ class Reasoning(_Strict):
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
-_ITEMS: dict[str, type[_Strict]] = {
+ITEM_MODELS: dict[str, type[_Strict]] = {
     "message": Message,
     "function_call": FunctionCall,
     "function_call_output": FunctionCallOutput,
     "reasoning": Reasoning,
 }
+
+
+class ToolChoiceFunction(_Strict):
+    type: Literal["function"]
+    name: str
+
+
+class ToolChoiceAllowedTools(_Strict):
+    type: Literal["allowed_tools"]
+    mode: Literal["auto", "required"]
+    tools: list[Json]
+
+
+TOOL_CHOICE_MODELS: dict[str, type[_Strict]] = {
+    "function": ToolChoiceFunction,
+    "allowed_tools": ToolChoiceAllowedTools,
+}
+
+
+# The field of an item that holds content parts, by item type.
+_PARTS_KEY = {"message": "content", "function_call_output": "output"}
 
 
 class FunctionTool(_Strict):
@@ -137,7 +173,18 @@ def check_metadata(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
-Metadata = Annotated[dict[str, str], AfterValidator(check_metadata)]
+Metadata = Annotated[
+    dict[str, str],
+    AfterValidator(check_metadata),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": 16,
+            "propertyNames": {"maxLength": 64},
+            "additionalProperties": {"type": "string", "maxLength": 512},
+        }
+    ),
+]
 
 
 class ConversationRef(_Strict):
@@ -180,10 +227,10 @@ class CreateResponse(_Strict):
     service_tier: (
         Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None
     ) = None
-    # Extension (protocol.md section 12): what to do when the lane is busy.
+    # Extension (docs/protocol.md section 10): what to do when the lane is busy.
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
     # Known but not supported here: rejected with a clear message below.
-    prompt: Json | None = None
+    prompt: Annotated[Json | None, WithJsonSchema({"type": "null"})] = None
     # 2026 additions that only tune the service: accepted and ignored.
     access_programs: Any = None
     background_options: Any = None
@@ -196,38 +243,66 @@ class CreateResponse(_Strict):
 UNSUPPORTED_PARAMETERS = {"prompt": "Prompt templates ('prompt') are not supported by this server."}
 
 
+# Deepest nesting of arrays and objects a JSON body may have (the body itself is level 1).
+# Real requests stay far below it (a tool's parameter schema is the deepest part); without
+# a bound a body a few hundred levels deep parses, then exhausts the recursion limit of
+# whichever recursive code meets it next (validation, encoding, the store).
+MAX_JSON_DEPTH = 64
+
+
 def parse_json(body: bytes) -> Json:
+    """The request body as a JSON object, or a 400 `invalid_json`.
+
+    Stricter than `json.loads`: NaN, Infinity and numbers out of the range of a double
+    (`1e309`) are refused rather than read as non-finite floats, which no standard JSON
+    encoder can write back; so are lone surrogates and nesting past MAX_JSON_DEPTH."""
     if not body.strip():
-        raise APIError(
-            400,
-            "We could not parse the JSON body of your request. The body is empty; "
-            "send a JSON object.",
-            code="invalid_json",
-        )
+        raise _invalid_json("The body is empty; send a JSON object.")
     try:
-        value = json.loads(body, parse_constant=_reject_constant)
+        value = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
         # A lone surrogate (a JSON "\\ud800" escape) parses, but can be neither stored
         # nor sent back: refuse it here rather than fail in the store.
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except ValueError as exc:  # JSONDecodeError and UnicodeError are ValueErrors
-        raise APIError(
-            400,
-            f"We could not parse the JSON body of your request. ({exc})",
-            code="invalid_json",
-        ) from None
+        raise _invalid_json(f"({exc})") from None
     except RecursionError:
-        raise APIError(
-            400,
-            "We could not parse the JSON body of your request. (It is nested too deeply.)",
-            code="invalid_json",
-        ) from None
+        raise _invalid_json(f"(It is nested more than {MAX_JSON_DEPTH} levels deep.)") from None
     if not isinstance(value, dict):
         raise APIError(400, "The request body must be a JSON object.", code="invalid_json")
+    if _nested_deeper_than(value, MAX_JSON_DEPTH):
+        raise _invalid_json(f"(It is nested more than {MAX_JSON_DEPTH} levels deep.)")
     return value
+
+
+def _invalid_json(detail: str) -> APIError:
+    return APIError(
+        400, f"We could not parse the JSON body of your request. {detail}", code="invalid_json"
+    )
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"The number {text[:32]} is out of range: numbers must be finite.")
+    return number
+
+
+def _nested_deeper_than(value: Json, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` levels (iterative: no recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth == limit:
+                    return True
+                pending.append((child, depth + 1))
+    return False
 
 
 def validate(model: type[_Strict], value: Any, *, path: str = "") -> Json:
@@ -235,7 +310,18 @@ def validate(model: type[_Strict], value: Any, *, path: str = "") -> Json:
     try:
         return model.model_validate(value).model_dump(exclude_unset=True)
     except ValidationError as exc:
-        raise _to_api_error(exc, path) from None
+        raise to_api_error(exc, path, _model_names()) from None
+
+
+@cache
+def _model_names() -> frozenset[str]:
+    names: set[str] = set()
+    pending: list[type[_Strict]] = [_Strict]
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return frozenset(names)
 
 
 def validate_create(body: Json, *, max_input_items: int = 2048, max_tools: int = 128) -> Json:
@@ -311,36 +397,36 @@ def validate_items(items: list[Any], *, path: str, limit: int | None = None) -> 
 
 def validate_item(item: Any, *, path: str) -> Json:
     if not isinstance(item, Mapping):
-        raise _invalid_type(path, "an object", item)
+        raise invalid_type(path, "an object", item)
     kind = item.get("type") or "message"
-    model = _ITEMS.get(kind) if isinstance(kind, str) else None
+    model = ITEM_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise APIError(
             400,
             f"Input item type '{kind}' is not supported by this server. Supported types: "
-            f"{', '.join(sorted(_ITEMS))}.",
+            f"{', '.join(sorted(ITEM_MODELS))}.",
             param=f"{path}.type",
             code="unsupported_value",
         )
     value = validate(model, dict(item), path=path)
-    for key in ("content", "output"):
-        parts = value.get(key)
-        if isinstance(parts, list):
-            value[key] = [
-                _validate_part(part, path=f"{path}.{key}[{i}]") for i, part in enumerate(parts)
-            ]
+    key = _PARTS_KEY.get(kind)  # a reasoning item's `content` is not made of these parts
+    parts = value.get(key) if key else None
+    if key and isinstance(parts, list):
+        value[key] = [
+            _validate_part(part, path=f"{path}.{key}[{i}]") for i, part in enumerate(parts)
+        ]
     return value
 
 
 def _validate_part(part: Any, *, path: str) -> Json:
     if not isinstance(part, Mapping):
-        raise _invalid_type(path, "an object", part)
+        raise invalid_type(path, "an object", part)
     kind = part.get("type")
-    model = _PARTS.get(kind) if isinstance(kind, str) else None
+    model = PART_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise APIError(
             400,
-            f"Invalid value: '{kind}'. Supported values are: {', '.join(map(repr, _PARTS))}.",
+            f"Invalid value: '{kind}'. Supported values are: {', '.join(map(repr, PART_MODELS))}.",
             param=f"{path}.type",
             code="invalid_value",
         )
@@ -349,7 +435,7 @@ def _validate_part(part: Any, *, path: str) -> Json:
 
 def validate_tool(tool: Any, *, path: str) -> Json:
     if not isinstance(tool, Mapping):
-        raise _invalid_type(path, "an object", tool)
+        raise invalid_type(path, "an object", tool)
     kind = tool.get("type")
     if kind != "function":
         raise APIError(
@@ -370,141 +456,22 @@ def _check_tool_choice(params: Json) -> None:
     if not isinstance(choice, dict):
         return
     kind = choice.get("type")
-    if kind == "function":
-        names = {tool["name"] for tool in params["tools"]}
-        if choice.get("name") not in names:
-            raise APIError(
-                400,
-                f"Tool choice '{choice.get('name')}' not found in 'tools' parameter.",
-                param="tool_choice",
-                code="invalid_value",
-            )
-        params["tool_choice"] = {"type": "function", "name": choice["name"]}
-    elif kind == "allowed_tools":
-        if choice.get("mode") not in ("auto", "required") or not isinstance(
-            choice.get("tools"), list
-        ):
-            raise APIError(
-                400,
-                "tool_choice of type 'allowed_tools' needs 'mode' (auto or required) and 'tools'.",
-                param="tool_choice",
-                code="invalid_value",
-            )
-    else:
+    model = TOOL_CHOICE_MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
         raise APIError(
             400,
             f"Tool choice type '{kind}' is not supported by this server.",
             param="tool_choice.type",
             code="unsupported_value",
         )
-
-
-# -- errors ---------------------------------------------------------------------------
-
-
-# Pydantic names each branch of a union in an error's location (`str`,
-# `list[dict[str,any]]`, `ConversationRef`, ...); these are not fields. Matched exactly,
-# never by prefix: `stream`, `store` and `strict` are fields that begin with `str`.
-_UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "bytes"})
-_UNION_TAG_PREFIXES = ("list[", "dict[", "literal[", "function-", "json-or-python[", "tuple[")
-
-
-def _is_union_tag(part: str) -> bool:
-    return part in _UNION_TAGS or part.startswith(_UNION_TAG_PREFIXES) or part in _model_names()
-
-
-@cache
-def _model_names() -> frozenset[str]:
-    names: set[str] = set()
-    pending: list[type[_Strict]] = [_Strict]
-    while pending:
-        cls = pending.pop()
-        names.add(cls.__name__)
-        pending.extend(cls.__subclasses__())
-    return frozenset(names)
-
-
-def _fields(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
-    return tuple(part for part in loc if isinstance(part, int) or not _is_union_tag(part))
-
-
-def _join(path: str, loc: tuple[int | str, ...]) -> str:
-    out = path
-    for part in _fields(loc):
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out = f"{out}.{part}" if out else part
-    return out
-
-
-_TYPE_NAMES = {
-    "string_type": "a string",
-    "int_type": "an integer",
-    "float_type": "a decimal",
-    "bool_type": "a boolean",
-    "dict_type": "an object",
-    "list_type": "an array",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
-}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a decimal"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-def _invalid_type(path: str, expected: str, value: Any) -> APIError:
-    return APIError(
-        400,
-        f"Invalid type for '{path}': expected {expected}, but got {_json_type(value)} instead.",
-        param=path,
-        code="invalid_type",
-    )
-
-
-def _to_api_error(exc: ValidationError, path: str) -> APIError:
-    every = exc.errors(include_url=False)
-    # Of a union's errors, report the most specific: those that reached deepest into the
-    # value (`input[0]` is not an object, rather than `input` is not a string).
-    depth = max(len(_fields(tuple(e["loc"]))) for e in every)
-    errors = [e for e in every if len(_fields(tuple(e["loc"]))) == depth]
-    first = errors[0]
-    param = _join(path, tuple(first["loc"]))
-    kind = first["type"]
-    if kind == "extra_forbidden":
-        return APIError(
-            400, f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter"
-        )
-    if kind == "missing":
-        return APIError(
+    params["tool_choice"] = choice = validate(model, choice, path="tool_choice")
+    if kind == "function" and choice["name"] not in {tool["name"] for tool in params["tools"]}:
+        raise APIError(
             400,
-            f"Missing required parameter: '{param}'.",
-            param=param,
-            code="missing_required_parameter",
+            f"Tool choice '{choice['name']}' not found in 'tools' parameter.",
+            param="tool_choice",
+            code="invalid_value",
         )
-    type_errors = [e for e in errors if e["type"] in _TYPE_NAMES]
-    if type_errors and len(type_errors) == len(errors):
-        expected = " or ".join(dict.fromkeys(_TYPE_NAMES[e["type"]] for e in type_errors))
-        return _invalid_type(param, expected, first["input"])
-    value_error = next((e for e in errors if e["type"] not in _TYPE_NAMES), first)
-    param = _join(path, tuple(value_error["loc"]))
-    message = value_error["msg"].removeprefix("Value error, ")
-    return APIError(
-        400, f"Invalid value for '{param}': {message}.", param=param, code="invalid_value"
-    )
 
 
 # -- conversations --------------------------------------------------------------------
@@ -547,13 +514,20 @@ def query_bool(query: Mapping[str, str], name: str, default: bool = False) -> bo
     )
 
 
+# Query integers are stored and compared as SQLite integers: signed 64-bit.
+INT64_MAX = 2**63 - 1
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
 def query_int(
-    query: Mapping[str, str], name: str, *, default: int | None, low: int, high: int | None = None
+    query: Mapping[str, str], name: str, *, default: int | None, low: int, high: int = INT64_MAX
 ) -> int | None:
     value = query.get(name)
     if value is None:
         return default
     try:
+        if not _INTEGER.fullmatch(value):  # int() also reads "1_000", " 5", other scripts' digits
+            raise ValueError(value)
         number = int(value)
     except ValueError:
         raise APIError(
@@ -562,8 +536,8 @@ def query_int(
             param=name,
             code="invalid_type",
         ) from None
-    if number < low or (high is not None and number > high):
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+    if not low <= number <= high:
+        bound = f"between {low} and {high}"
         raise APIError(
             400,
             f"Invalid value for '{name}': must be {bound}, got {number}.",

@@ -97,6 +97,13 @@ UNPARSABLE_BODIES = [
     ("infinity", b'{"model": "embedded", "input": "hi", "temperature": Infinity}'),
     ("lone-surrogate", b'{"model": "embedded", "input": "hi", "metadata": {"a": "\\ud800"}}'),
     ("nested-too-deeply", b"[" * 100_000 + b"]" * 100_000),
+    # Issue 12: past MAX_JSON_DEPTH (64) but within what json.loads reads (about 1000).
+    ("nested-65-levels", b'{"a":' + b"[" * 64 + b"]" * 64 + b"}"),
+    ("nested-960-levels", b'{"a":' + b"[" * 959 + b"]" * 959 + b"}"),
+    # Issue 12: numbers out of a double's range parse as infinity in Python.
+    ("number-1e309", b'{"model": "embedded", "input": "hi", "metadata": {"a": 1e309}}'),
+    ("number-minus-1e309", b'{"model": "embedded", "input": "hi", "top_p": -1e309}'),
+    ("number-1E400-in-array", b'{"model": "embedded", "input": [1E400]}'),
     ("array", b"[]"),
     ("string", b'"hello"'),
     ("number", b"5"),
@@ -445,6 +452,72 @@ CREATE_CASES = [
         code="invalid_value",
         param="tool_choice",
     ),
+    # Issue 12: a tool_choice of the wrong shape raised TypeError (a 500).
+    case(
+        "tool-choice-name-array",
+        "POST",
+        "/v1/responses",
+        turn(tool_choice={"type": "function", "name": []}),
+        code="invalid_type",
+        param="tool_choice.name",
+    ),
+    case(
+        "tool-choice-name-object",
+        "POST",
+        "/v1/responses",
+        turn(tool_choice={"type": "function", "name": {}}),
+        code="invalid_type",
+        param="tool_choice.name",
+    ),
+    case(
+        "tool-choice-empty-object",
+        "POST",
+        "/v1/responses",
+        turn(tool_choice={}),
+        param="tool_choice.type",
+    ),
+    case(
+        "tool-choice-type-array",
+        "POST",
+        "/v1/responses",
+        turn(tool_choice={"type": []}),
+        param="tool_choice.type",
+    ),
+    case(
+        "tool-choice-function-without-name",
+        "POST",
+        "/v1/responses",
+        turn(tool_choice={"type": "function"}),
+        code="missing_required_parameter",
+        param="tool_choice.name",
+    ),
+    case(
+        "tool-choice-function-unknown-key",
+        "POST",
+        "/v1/responses",
+        turn(
+            tools=[{"type": "function", "name": "f"}],
+            tool_choice={"type": "function", "name": "f", "bogus": 1},
+        ),
+        code="unknown_parameter",
+        param="tool_choice.bogus",
+    ),
+    case(
+        "tool-choice-allowed-tools-without-mode",
+        "POST",
+        "/v1/responses",
+        turn(tool_choice={"type": "allowed_tools", "tools": []}),
+        code="missing_required_parameter",
+        param="tool_choice.mode",
+    ),
+    case(
+        "tool-choice-allowed-tools-tools-string",
+        "POST",
+        "/v1/responses",
+        turn(tool_choice={"type": "allowed_tools", "mode": "auto", "tools": "f"}),
+        code="invalid_type",
+        param="tool_choice.tools",
+    ),
     case(
         "tool-choice-unknown-function",
         "POST",
@@ -597,6 +670,36 @@ QUERY_CASES = [
         f"/v1/responses/{BG}?stream=true&starting_after=-5",
         code="invalid_value",
         param="starting_after",
+    ),
+    # Issue 12: past SQLite's 64-bit integers: an OverflowError and an empty 200 stream.
+    case(
+        "retrieve-starting-after-past-int64",
+        "GET",
+        f"/v1/responses/{BG}?stream=true&starting_after=9223372036854775808",
+        code="invalid_value",
+        param="starting_after",
+        mentions=("9223372036854775807",),
+    ),
+    case(
+        "retrieve-starting-after-huge",
+        "GET",
+        f"/v1/responses/{BG}?stream=true&starting_after=" + "9" * 400,
+        code="invalid_value",
+        param="starting_after",
+    ),
+    case(
+        "retrieve-starting-after-underscore",
+        "GET",
+        f"/v1/responses/{BG}?stream=true&starting_after=1_0",
+        code="invalid_type",
+        param="starting_after",
+    ),
+    case(
+        "input-items-limit-arabic-digit",
+        "GET",
+        f"/v1/responses/{RESP}/input_items?limit=%D9%A5",
+        code="invalid_type",
+        param="limit",
     ),
     case(
         "retrieve-starting-after-abc",
@@ -757,6 +860,44 @@ QUERY_CASES = [
 ]
 
 USER = {"role": "user", "content": "x"}
+
+
+def raw_turn(fields: str) -> bytes:
+    """A turn in the conversation, written by hand: json.dumps cannot write `1e309`."""
+    return f'{{"model": "embedded", "conversation": "{CONV}", {fields}}}'.encode()
+
+
+OUT_OF_RANGE_SCHEMA = '{"type": "object", "properties": {"n": {"maximum": 1e309}}}'
+# Issue 12: an out-of-range number anywhere parsed as infinity: the response was stored
+# and run, then answered 500 (503 in the background) and served `Infinity` ever after.
+OUT_OF_RANGE_CASES = [
+    case(name, "POST", "/v1/responses", raw_turn(fields), code="invalid_json", param=None)
+    for name, fields in [
+        (
+            "out-of-range-in-text-format",
+            '"input": "hi", "text": {"format": {"type": "json_schema", "name": "s", '
+            f'"schema": {OUT_OF_RANGE_SCHEMA}}}}}',
+        ),
+        (
+            "out-of-range-in-tool-parameters",
+            f'"input": "hi", "tools": [{{"type": "function", "name": "f", '
+            f'"parameters": {OUT_OF_RANGE_SCHEMA}}}]',
+        ),
+        (
+            "out-of-range-in-tool-choice",
+            '"input": "hi", "tool_choice": {"type": "allowed_tools", "mode": "auto", '
+            '"tools": [{"type": "function", "name": "f", "weight": -1e309}]}',
+        ),
+        (
+            "out-of-range-in-annotations",
+            '"input": [{"role": "assistant", "content": [{"type": "output_text", "text": "a", '
+            '"annotations": [{"type": "file_citation", "index": 1e999}]}]}]',
+        ),
+        ("out-of-range-background", '"input": "hi", "background": true, "text": {"n": 1e309}'),
+        ("out-of-range-stream", '"input": "hi", "stream": true, "reasoning": {"n": 1e309}'),
+        ("out-of-range-temperature", '"input": "hi", "temperature": 1e309'),
+    ]
+]
 
 CONVERSATION_CASES = [
     # POST /v1/conversations
@@ -1041,6 +1182,8 @@ def send(raw: httpx.Client, ids: Ids, bad: Bad) -> httpx.Response:
     headers = {"content-type": "application/json", **bad.headers}
     if isinstance(bad.body, dict):
         content: bytes | None = ids.fill(json.dumps(bad.body)).encode()
+    elif bad.body is not None:  # latin-1 keeps any bytes as they are
+        content = ids.fill(bad.body.decode("latin-1")).encode("latin-1")
     else:
         content = bad.body
     return raw.request(bad.method, ids.fill(bad.path), content=content, headers=headers)
@@ -1049,7 +1192,9 @@ def send(raw: httpx.Client, ids: Ids, bad: Bad) -> httpx.Response:
 # -- tests --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [*PARSE_CASES, *CREATE_CASES, *QUERY_CASES, *CONVERSATION_CASES])
+@pytest.mark.parametrize(
+    "bad", [*PARSE_CASES, *CREATE_CASES, *OUT_OF_RANGE_CASES, *QUERY_CASES, *CONVERSATION_CASES]
+)
 def test_bad_request_is_refused_in_the_envelope_and_changes_nothing(
     raw: httpx.Client, ids: Ids, bad: Bad
 ) -> None:

@@ -1,0 +1,76 @@
+"""Checks of our own for the schemathesis run of test_openapi.py (loaded by the CLI
+through SCHEMATHESIS_HOOKS, in its own process; `DR_TEST_DB` names the server's store).
+
+- A refused create stores nothing: the responses table has as many rows after a 4xx of
+  POST /v1/responses as before it.
+- Schema-valid data is accepted, or refused only for a rule the document states in prose
+  (JSON Schema cannot): these replace schemathesis's `positive_data_acceptance`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any
+
+import schemathesis
+from schemathesis import Case, CheckContext, GenerationMode, HookContext, Response
+
+# (code, param) of the 400s a schema-valid request may still get.
+DOCUMENTED_REFUSALS = {
+    ("missing_required_parameter", "input"),  # no input, conversation or previous response
+    ("invalid_parameter_combination", "conversation"),  # with previous_response_id
+    ("invalid_value", "store"),  # background needs store
+    ("invalid_value", "stream_options"),  # needs stream
+    ("invalid_value", "tool_choice"),  # a function not declared in tools
+    ("previous_response_not_found", "previous_response_id"),
+    ("idempotency_key_reused", "Idempotency-Key"),  # the same key with another body
+    ("invalid_value", "after"),  # a cursor that is no item of the list
+}
+# Tool pairing (an output without its call, a call without its output, an output twice),
+# for whichever parameter holds the items.
+DOCUMENTED_CODES = {"tool_call_not_found", "tool_output_missing", "duplicate_tool_output"}
+
+_stored_before: dict[str, int] = {}
+
+
+def _responses_stored() -> int:
+    with sqlite3.connect(f"file:{os.environ['DR_TEST_DB']}?mode=ro", uri=True) as connection:
+        count: int = connection.execute("SELECT count(*) FROM responses").fetchone()[0]
+        return count
+
+
+def _is_create(case: Case) -> bool:
+    return case.method.upper() == "POST" and case.path == "/v1/responses"
+
+
+@schemathesis.hook
+def before_call(context: HookContext, case: Case, kwargs: dict[str, Any]) -> None:
+    if _is_create(case):
+        _stored_before[case.id] = _responses_stored()
+
+
+@schemathesis.check
+def refused_create_stores_nothing(ctx: CheckContext, response: Response, case: Case) -> bool | None:
+    before = _stored_before.pop(case.id, None)
+    if before is not None and response.status_code >= 400:
+        stored = _responses_stored()
+        assert stored == before, f"a refused create ({response.status_code}) stored a response"
+    return None
+
+
+@schemathesis.check
+def schema_valid_refused_only_by_documented_rule(
+    ctx: CheckContext, response: Response, case: Case
+) -> bool | None:
+    meta = case.meta
+    if meta is None or meta.generation.mode is not GenerationMode.POSITIVE:
+        return None
+    if response.status_code != 400:
+        return None
+    error = response.json()["error"]
+    documented = error["code"] in DOCUMENTED_CODES
+    assert documented or (error["code"], error["param"]) in DOCUMENTED_REFUSALS, (
+        f"schema-valid data refused for a reason the document does not give: {error}"
+    )
+    return None
