@@ -23,6 +23,7 @@ from ._embedded_model import EmbeddedModel
 from ._errors import EXCEPTION_HANDLERS
 from ._metrics import Metrics, MetricsMiddleware, metrics_endpoint
 from ._middleware import RequestIdMiddleware
+from ._openapi import build_document, openapi_endpoint
 from ._settings import Settings
 from ._sse import StreamSlots
 from ._upstream import UpstreamModel
@@ -121,7 +122,11 @@ def create_app(
                     if close is not None:
                         await close()
 
-    api: list[BaseRoute] = [*_responses_routes.ROUTES, *_conversations_routes.ROUTES]
+    api: list[BaseRoute] = [
+        *_responses_routes.ROUTES,
+        *_conversations_routes.ROUTES,
+        Route("/openapi.json", openapi_endpoint(build_document(config)), methods=["GET"]),
+    ]
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
