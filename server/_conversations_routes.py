@@ -30,7 +30,7 @@ MAX_ITEMS = 20
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _conversation(record: ConversationRecord) -> dict[str, Any]:
