@@ -297,6 +297,7 @@ def wait_all_terminal(soak: Soak, deadline: float) -> None:
     raise AssertionError(f"{len(stuck)} responses are not terminal after {deadline}s: {stuck}")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_random_ops_soak_kills_lose_nothing_and_break_no_pair(
     start_server: StartServer, tmp_path: Path

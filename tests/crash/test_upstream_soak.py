@@ -115,6 +115,7 @@ def wait_all_terminal(url: str, ids: list[str], deadline: float) -> dict[str, di
     return finals
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_upstream_soak_kills_lose_nothing_and_send_no_unpaired_history(
     start_server: StartServer, upstream: FakeUpstream, tmp_path: Path
