@@ -24,7 +24,7 @@ from ._model import (
     TextDelta,
     Usage,
 )
-from ._observer import Observer, current_response_id
+from ._observer import ModelCall, Observer, ResponseEnd, current_response_id
 from ._runtime import Runtime, RuntimeSettings
 from ._sinks import encode as encode_event
 from ._status import TERMINAL_EVENTS, ResponseStatus
@@ -40,6 +40,7 @@ __all__ = [
     "InvalidRequest",
     "LaneLocked",
     "Model",
+    "ModelCall",
     "ModelError",
     "ModelEvent",
     "ModelRequest",
@@ -47,6 +48,7 @@ __all__ = [
     "Observer",
     "QueueFull",
     "RecoveryError",
+    "ResponseEnd",
     "ResponseStatus",
     "Runtime",
     "RuntimeSettings",

@@ -36,7 +36,7 @@ from ._items import text_of
 from ._journal import ToolOutcomeUnknown, ToolPhase
 from ._json import dumps
 from ._model import FunctionCallDelta, Incomplete, Model, ModelRequest, TextDelta, Usage
-from ._observer import current_response_id
+from ._observer import ResponseEnd, current_response_id
 from ._response import add_usage, usage_from_object, usage_object
 from ._restore import restore
 from ._sinks import Sink, encode
@@ -295,6 +295,7 @@ class TurnRunner:
                     attempt,
                     delay,
                 )
+                self._runtime.observer.model_retried(self._model, request)
                 await asyncio.sleep(delay)
                 self.check_stop()
 
@@ -329,7 +330,7 @@ class TurnRunner:
         emitter, sink = self._emitter, self._sink
         incomplete: Incomplete | None = None
         calls: list[FunctionCallDelta] = []
-        async for event in self._model.stream(request):
+        async for event in self._runtime.observer.watch_model(self._model, request):
             if isinstance(event, TextDelta):
                 sink.emit(emitter.text_delta(event))
             elif isinstance(event, FunctionCallDelta):
@@ -516,7 +517,8 @@ class TurnRunner:
         except StoreError:
             emitter.next_seq = seq  # nothing of this end was committed
             raise
-        self._runtime.observer.response_finished(outcome.status)
+        end = ResponseEnd.of(self._record, self._emitter.response, steps=self._step)
+        self._runtime.observer.response_finished(end)
         return terminal
 
     def _conversation_items(self) -> list[ItemRow]:

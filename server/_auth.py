@@ -1,8 +1,10 @@
 """API keys and tenants.
 
-With keys configured, every route but /healthz needs `Authorization: Bearer <key>`; the
-key's tenant scopes everything the request can see (another tenant's ids answer 404).
-With no keys the server is open: every request is in the one tenant "".
+With keys configured, every route but the probes (/healthz, /readyz: a Kubernetes probe
+has no key) needs `Authorization: Bearer <key>`; the key's tenant scopes everything the
+request can see (another tenant's ids answer 404). With no keys the server is open: every
+request is in the one tenant "". Metrics are not served to tenants at all: they have a
+listener of their own (server/_metrics.py).
 
 Keys come from `--api-keys` (comma-separated `tenant:key`, or a bare `key` that is its
 own tenant) and from `--keys-file` (one `tenant key` per line, `#` comments). Only
@@ -19,7 +21,7 @@ from pathlib import Path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 OPEN_TENANT = ""
-_EXEMPT = frozenset({"/healthz"})
+_EXEMPT = frozenset({"/healthz", "/readyz"})
 
 
 def _digest(key: str) -> str:
@@ -72,7 +74,10 @@ class AuthMiddleware:
         self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.keys.open:
+        if scope["type"] != "http":  # not lifespan: its state is copied into every request
+            await self.app(scope, receive, send)
+            return
+        if self.keys.open:
             scope.setdefault("state", {})["tenant"] = OPEN_TENANT
             await self.app(scope, receive, send)
             return

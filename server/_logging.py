@@ -1,6 +1,10 @@
 """Log set-up: plain text or one JSON object per line, and on every line the request id
 and the response id it is about (from context variables, so tasks inherit them).
-Request bodies and API keys are never logged."""
+Request bodies and API keys are never logged.
+
+A record's `fields` (passed as `extra={"fields": {...}}`: the access log, a response's
+end) become keys of its JSON object; the text line already says them in its message.
+httpx's line per upstream request ("HTTP Request: POST ...") shows only at debug level."""
 
 from __future__ import annotations
 
@@ -44,6 +48,9 @@ class _JsonFormatter(logging.Formatter):
             "request_id": getattr(record, "request_id", None),
             "response_id": getattr(record, "response_id", None),
         }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry |= {k: v for k, v in fields.items() if k not in entry}
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
@@ -61,3 +68,4 @@ def configure_logging(level: str, fmt: str) -> None:
     root.setLevel(level.upper())
     # aiosqlite logs every statement with its parameters at debug: request data.
     logging.getLogger("aiosqlite").setLevel(logging.INFO)
+    logging.getLogger("httpx").setLevel(logging.DEBUG if level == "debug" else logging.WARNING)

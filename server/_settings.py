@@ -1,37 +1,50 @@
-"""Every setting in one place. Each is a command-line flag (`--db`) and an environment
-variable (`DURABLE_RESPONSES_DB`); flags win over the environment, which wins over the
-defaults below."""
+"""Every setting in one place. Each is a command-line flag (`--db`, built by
+server/_flags.py) and an environment variable (`DURABLE_RESPONSES_DB`); flags win over the
+environment, which wins over the defaults below. An empty environment variable counts as
+unset, so that compose files can pass `${VAR:-}` through."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "DURABLE_RESPONSES_"
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="DURABLE_RESPONSES_",
-        cli_kebab_case=True,
-        cli_implicit_flags=True,
-        cli_prog_name="durable-responses",
-        cli_exit_on_error=True,
-        extra="ignore",
-    )
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8000, ge=1, le=65535, description="port to listen on")
+    metrics_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="port of a second listener, on the same address, that serves /metrics"
+        " without an API key; unset: no metrics",
+    )
     db: Path = Field(Path("data/responses.db"), description="SQLite file of the store")
     agent: str | None = Field(
-        None, description="custom agent or workflow handler to host, as module:attribute"
+        None,
+        description="custom agent or workflow handler to host, as module:attribute",
+    )
+    agent_path: str | None = Field(
+        None,
+        description="folders, separated by ':', searched first when importing --agent (the"
+        " working directory is always searched)",
     )
     log_level: LogLevel = Field("info", description="logging level")
     log_format: Literal["text", "json"] = Field(
         "text", description="log lines as text, or one JSON object per line"
+    )
+    access_log: bool = Field(
+        True, description="log one line per HTTP request (method, path, status, duration, tenant)"
     )
 
     api_keys: SecretStr | None = Field(
@@ -103,7 +116,8 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(
         10.0,
         ge=0,
-        description="seconds running turns get on SIGTERM to reach a step boundary",
+        description="seconds running turns get on SIGTERM to reach a step boundary; tool"
+        " bodies still running then are waited for, up to their tool's timeout",
     )
     poll_interval: float = Field(
         0.25, gt=0, description="seconds between event-log polls of a live stream"
@@ -114,3 +128,34 @@ class Settings(BaseSettings):
     keepalive: float = Field(
         15.0, gt=0, description="seconds of silence before a stream sends a keep-alive comment"
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
+        if value == "" and info.field_name is not None:
+            return cls.model_fields[info.field_name].default
+        return value
+
+    @field_validator("upstream_base_url")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"{value!r} is not an http:// or https:// URL with a host"
+                " (e.g. http://localhost:8001/v1)"
+            )
+        try:
+            parts.port  # noqa: B018  (raises on a port that is not a number)
+        except ValueError:
+            raise ValueError(f"{value!r} has an invalid port") from None
+        return value
+
+    @field_validator("metrics_port")
+    @classmethod
+    def _not_the_api_port(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value == info.data.get("port"):
+            raise ValueError("must differ from --port: metrics are never served to tenants")
+        return value

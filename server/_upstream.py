@@ -12,7 +12,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -46,6 +46,9 @@ class UpstreamModel:
     ) -> None:
         self.name = model or "upstream"
         self._pinned = model
+        self.passes_model_through = model is None  # metrics label calls by request model
+        # Told each answer's HTTP status, or "timeout" / "connection_error" (metrics).
+        self.on_status: Callable[[str], None] = lambda status: None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
@@ -61,16 +64,19 @@ class UpstreamModel:
         body = chat_request(request, self._pinned)
         try:
             async with self._client.stream("POST", "/chat/completions", json=body) as response:
+                self.on_status(str(response.status_code))
                 if response.status_code >= 400:
                     await response.aread()
                     raise _status_error(response)
                 async for event in _chunks_to_events(response):
                     yield event
         except httpx.TimeoutException as exc:
+            self.on_status("timeout")
             raise ModelError(
                 f"The upstream model timed out ({type(exc).__name__}).", retryable=True
             ) from exc
         except httpx.TransportError as exc:
+            self.on_status("connection_error")
             raise ModelError(
                 f"The upstream model could not be reached ({type(exc).__name__}: {exc}).",
                 retryable=True,

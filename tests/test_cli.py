@@ -3,15 +3,32 @@ clear errors instead of tracebacks."""
 
 from __future__ import annotations
 
+import math
+import os
+import re
 import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 
 import httpx
+import pytest
 
+from recovery import Agent, Tool
+from server import Settings
+from server._cli import (
+    SHUTDOWN_MARGIN,
+    StartupError,
+    check_writable,
+    hypercorn_config,
+    shutdown_timeout,
+)
 from tests.conftest import StartServer, make_client
-from tests.support.server import REPO
+from tests.support.server import REPO, free_port
 
 
 def run_server(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -96,3 +113,186 @@ def test_health_answers_while_serving(start_server: StartServer) -> None:
 
     assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
     assert httpx.get(f"{server.url}/readyz").status_code == 200
+
+
+def console_script() -> str:
+    """`durable-responses` as installed beside this interpreter (what the image runs)."""
+    return str(Path(sys.executable).parent / "durable-responses")
+
+
+def test_help_names_each_flags_environment_variable_and_no_python_types() -> None:
+    result = run_server("--help")
+
+    assert result.returncode == 0
+    options = " ".join(result.stdout.split("options:")[1].split())  # help lines rejoined
+    for name in Settings.model_fields:
+        flag, env = "--" + name.replace("_", "-"), f"DURABLE_RESPONSES_{name.upper()}"
+        assert re.search(rf" {flag}\b[^\[]*\[{env}; default: [^\]]+\]", options), name
+    types = r"\b(str|int|float|bool|Path|SecretStr|null|None|Literal)\b|\{str"
+    assert not re.search(types, result.stdout), re.search(types, result.stdout)
+
+
+def test_version_prints_the_installed_version() -> None:
+    result = run_server("--version")
+
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"durable-responses {metadata.version('durable-responses')}"
+
+
+def test_a_port_in_use_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        result = run_server("--db", str(tmp_path / "x.db"), "--port", str(port))
+
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()[-1:]
+    assert line == (
+        f"durable-responses: cannot listen on 127.0.0.1:{port}: the address is already in "
+        "use (another server? choose another port)"
+    )
+    assert "Traceback" not in result.stderr and "Running on" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("localhost:8001/v1", id="no-scheme"),
+        pytest.param("ftp://localhost/v1", id="not-http"),
+        pytest.param("http:///v1", id="no-host"),
+        pytest.param("http://localhost:port/v1", id="bad-port"),
+    ],
+)
+def test_a_malformed_upstream_url_is_refused_at_start_up(tmp_path: Path, url: str) -> None:
+    by_flag = run_server("--db", str(tmp_path / "x.db"), "--upstream-base-url", url)
+    by_env = run_server(
+        "--db",
+        str(tmp_path / "x.db"),
+        env={**os.environ, "DURABLE_RESPONSES_UPSTREAM_BASE_URL": url},
+    )
+
+    for result in (by_flag, by_env):
+        assert result.returncode == 2
+        assert result.stderr.startswith(
+            "durable-responses: invalid settings: --upstream-base-url "
+            "(DURABLE_RESPONSES_UPSTREAM_BASE_URL): "
+        )
+        assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_an_empty_environment_variable_counts_as_unset(start_server: StartServer) -> None:
+    server = start_server(
+        env={"DURABLE_RESPONSES_UPSTREAM_BASE_URL": "", "DURABLE_RESPONSES_AGENT": ""}
+    )
+
+    assert "model: embedded, agent: built-in" in server.log()
+
+
+SHOUTY = (
+    "from recovery import Agent, TextDelta, Usage\n"
+    "class Shouty:\n"
+    "    name = 'shouty'\n"
+    "    async def stream(self, request):\n"
+    "        yield TextDelta(request.input[-1]['content'][0]['text'].upper())\n"
+    "        yield Usage(input_tokens=1, output_tokens=1)\n"
+    "agent = Agent(model=Shouty())\n"
+)
+
+
+def serve_until_answered(command: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """Run a server command, ask it one question, stop it; its answer."""
+    port = free_port()
+    log_path = cwd / "server.log"
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(
+            [*command, "--port", str(port)], cwd=cwd, env=env, stdout=log_file, stderr=log_file
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: proc.poll() is None and _healthy(url), log_path.read_text)
+        with make_client(url) as sdk:
+            return sdk.responses.create(model="m", input="quiet please").output_text
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0, log_path.read_text()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def wait_until(condition: Callable[[], bool], log: Callable[[], str]) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, log()
+        time.sleep(0.05)
+
+
+def test_the_console_script_imports_an_agent_from_the_working_directory(tmp_path: Path) -> None:
+    """Regression (issue 13): `durable-responses --agent my_agent:agent` could not import
+    my_agent.py from the working directory (a console script does not search it, unlike
+    `python -m`); the working directory is now searched, as uvicorn does."""
+    (tmp_path / "my_agent.py").write_text(SHOUTY)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = [console_script(), "--agent", "my_agent:agent", "--db", str(tmp_path / "x.db")]
+
+    assert serve_until_answered(command, tmp_path, env) == "QUIET PLEASE"
+
+
+def test_agent_path_folders_are_searched_first(tmp_path: Path) -> None:
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "my_agent.py").write_text(SHOUTY)
+    env = {**os.environ, "DURABLE_RESPONSES_AGENT_PATH": str(agents)}
+    command = [console_script(), "--agent", "my_agent:agent", "--db", str(tmp_path / "x.db")]
+
+    assert serve_until_answered(command, REPO, env) == "QUIET PLEASE"
+
+
+def test_a_missing_agent_path_folder_is_a_clear_start_up_error(tmp_path: Path) -> None:
+    result = run_server(
+        "--db", str(tmp_path / "x.db"), "--agent", "a:b", "--agent-path", str(tmp_path / "none")
+    )
+
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"durable-responses: --agent-path: {tmp_path / 'none'} is not a folder"
+    )
+
+
+def test_a_store_folder_it_cannot_write_names_the_uids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root (the test runner) every folder is writable, so the check is asked here
+    as the image's user would meet it: a bind mount owned by the host's user."""
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+
+    with pytest.raises(StartupError) as refused:
+        check_writable(tmp_path / "responses.db")
+
+    message = str(refused.value)
+    assert f"cannot write {tmp_path} (owned by uid {tmp_path.stat().st_uid})" in message
+    assert f"as uid {os.getuid()}" in message and "chown" in message and "--user" in message
+
+
+def test_hypercorn_waits_for_the_grace_and_the_longest_tool_timeout() -> None:
+    """Hypercorn gives the app 60 s to shut down by default; the runtime waits for the
+    grace period and then for running tool bodies, so its limit must cover both."""
+
+    def tools(*timeouts: float | None) -> Agent:
+        return Agent(
+            tools=[Tool(lambda: None, name=f"t{i}", timeout=t) for i, t in enumerate(timeouts)]
+        )
+
+    settings = Settings(shutdown_grace=30)
+
+    assert shutdown_timeout(settings, Agent()) == 30 + SHUTDOWN_MARGIN
+    assert shutdown_timeout(settings, tools(5, 120)) == 30 + 120 + SHUTDOWN_MARGIN
+    assert shutdown_timeout(settings, tools(5, None)) == math.inf  # waited for as long as it runs
+    assert hypercorn_config(settings, tools(90)).shutdown_timeout == 30 + 90 + SHUTDOWN_MARGIN
+    assert hypercorn_config(settings, tools(90)).shutdown_timeout > 60

@@ -1,8 +1,11 @@
 """The Dockerfile, checked without Docker: its settings, and its exact entry point and
-health check run here as the container would run them."""
+health check run here as the container would run them; and the two ways to ship an
+agent (a derived image, a mounted folder with compose.yaml), run the same way with a
+temporary folder standing in for the image's agent folder."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -10,24 +13,55 @@ import shlex
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import httpx
+import yaml
 
+from server import Settings
+from server._cli import SHUTDOWN_MARGIN
 from tests.support.server import REPO, free_port
 
 DOCKERFILE = (REPO / "Dockerfile").read_text()
+COMPOSE = yaml.safe_load((REPO / "compose.yaml").read_text())
+VERSION = metadata.version("durable-responses")
+
+# How the README says to ship an agent in an image of its own (keep the two the same).
+DERIVED = f"""\
+FROM durable-responses:{VERSION}
+# Your agent's own dependencies, if any, installed as root, then back to the image's user.
+USER 0:0
+RUN pip install --no-cache-dir tenacity==9.0.0
+USER 10001:10001
+COPY my_agent.py /agents/
+ENV DURABLE_RESPONSES_AGENT=my_agent:agent
+"""
+
+MY_AGENT = """\
+from recovery import Agent, TextDelta
 
 
-def instruction(name: str) -> list[str]:
+class Echo:
+    name = "echo"
+
+    async def stream(self, request):
+        yield TextDelta("my agent says hi")
+
+
+agent = Agent(model=Echo())
+"""
+
+
+def instruction(name: str, dockerfile: str = DOCKERFILE) -> list[str]:
     """Every value of one instruction, continuation lines joined."""
-    joined = re.sub(r"\\\n\s*", " ", DOCKERFILE)
+    joined = re.sub(r"\\\n\s*", " ", dockerfile)
     return [m.group(1).strip() for m in re.finditer(rf"^{name}\s+(.+)$", joined, re.MULTILINE)]
 
 
-def image_env() -> dict[str, str]:
+def image_env(dockerfile: str = DOCKERFILE) -> dict[str, str]:
     env: dict[str, str] = {}
-    for line in instruction("ENV"):
+    for line in instruction("ENV", dockerfile):
         for pair in shlex.split(line):
             key, _, value = pair.partition("=")
             env[key] = value
@@ -49,13 +83,32 @@ def test_the_image_is_hardened_as_documented() -> None:
     assert env["DURABLE_RESPONSES_HOST"] == "0.0.0.0"
     assert env["DURABLE_RESPONSES_REQUIRE_KEYS"] == "true"
     assert "requirements.lock" in DOCKERFILE.split("COPY server")[0]  # deps layer first
+    assert instruction("USER") == ["10001:10001"]  # the uid a bind mount must let write
+    assert "uid:gid 10001:10001" in DOCKERFILE and "chown 10001:10001" in DOCKERFILE
+    assert env["DURABLE_RESPONSES_AGENT_PATH"] == "/agents"
+    assert instruction("EXPOSE") == [f"8000 {env['DURABLE_RESPONSES_METRICS_PORT']}"]
+    setup = instruction("RUN")[-1]
+    assert "mkdir -p /data /agents" in setup and "chown app:app /data" in setup
+
+
+def test_every_environment_variable_is_a_setting() -> None:
+    settings = {f"DURABLE_RESPONSES_{name.upper()}" for name in Settings.model_fields}
+    service = COMPOSE["services"]["durable-responses"]
+    for env in (image_env(), image_env(DERIVED), service["environment"]):
+        assert {k for k in env if k.startswith("DURABLE_")} <= settings
 
 
 def run_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The image's environment, then `extra`, on loopback ports with a temporary /data and
+    /agents."""
     env = {**os.environ, **image_env(), **extra}
     env["DURABLE_RESPONSES_HOST"] = "127.0.0.1"  # tests talk to loopback only
     env["DURABLE_RESPONSES_PORT"] = str(free_port())
+    env["DURABLE_RESPONSES_METRICS_PORT"] = str(free_port())
     env["DURABLE_RESPONSES_DB"] = str(tmp_path / "data" / "responses.db")
+    agents = tmp_path / "agents"
+    agents.mkdir(exist_ok=True)
+    env["DURABLE_RESPONSES_AGENT_PATH"] = str(agents)
     return env
 
 
@@ -91,9 +144,101 @@ def test_the_entry_point_serves_and_its_health_check_passes(tmp_path: Path) -> N
             headers={"Authorization": "Bearer sk-test"},
         )
         assert answer.json()["status"] == "completed"
+        assert httpx.get(f"{url}/readyz").status_code in (200, 503)  # probes need no key
+        metrics = httpx.get(f"http://127.0.0.1:{env['DURABLE_RESPONSES_METRICS_PORT']}/metrics")
+        assert "durable_responses_responses_finished_total" in metrics.text  # and no key
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
     log = log_path.read_text()
     assert all(json.loads(line)["level"] for line in log.splitlines() if line.strip())
     assert "sk-test" not in log
+
+
+def serve_one_answer(env: dict[str, str], cwd: Path) -> str:
+    """Run the image's entry point with `env` in `cwd`, ask one question, stop it."""
+    url = f"http://127.0.0.1:{env['DURABLE_RESPONSES_PORT']}"
+    headers = {"Authorization": "Bearer sk-test"}
+    log_path = cwd / "server.log"
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(
+            entrypoint(), env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, "never healthy"
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            time.sleep(0.1)
+        answer = httpx.post(
+            f"{url}/v1/responses", json={"model": "m", "input": "hello"}, headers=headers
+        )
+        return str(answer.json()["output"][0]["content"][0]["text"])
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0, log_path.read_text()
+
+
+def test_a_derived_image_ships_an_agent(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(DERIVED)
+    lint = subprocess.run(
+        [str(Path(sys.executable).parent / "hadolint"), str(dockerfile)],
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert instruction("USER", DERIVED)[-1] == instruction("USER")[-1]  # back to the image's
+    [copy] = instruction("COPY", DERIVED)
+    assert copy == f"my_agent.py {image_env()['DURABLE_RESPONSES_AGENT_PATH']}/"
+    env = {**run_env(tmp_path, DURABLE_RESPONSES_API_KEYS="t:sk-test"), **image_env(DERIVED)}
+    (tmp_path / "agents" / "my_agent.py").write_text(MY_AGENT)  # what COPY put in /agents
+    workdir = tmp_path / "app"  # not the agent's folder, as WORKDIR /app is not
+    workdir.mkdir()
+
+    assert serve_one_answer(env, workdir) == "my agent says hi"
+
+
+def compose_environment(values: dict[str, str]) -> dict[str, str]:
+    """compose.yaml's `environment`, interpolated from `values` as compose does."""
+
+    def interpolate(value: str) -> str:
+        pattern = r"\$\{(\w+):-([^}]*)\}"
+        return re.sub(pattern, lambda m: values.get(m.group(1)) or m.group(2), str(value))
+
+    service = COMPOSE["services"]["durable-responses"]
+    return {key: interpolate(value) for key, value in service["environment"].items()}
+
+
+def test_compose_shows_the_upstream_the_key_file_the_metrics_port_and_the_agent_mount() -> None:
+    service = COMPOSE["services"]["durable-responses"]
+    env = image_env()
+    assert service["image"] == f"durable-responses:{VERSION}"  # what a derived image is FROM
+    assert service["env_file"] == ["durable-responses.env"]
+    assert "DURABLE_RESPONSES_UPSTREAM_API_KEY=" in (REPO / "compose.yaml").read_text()
+    assert "DURABLE_RESPONSES_API_KEYS" not in service["environment"]  # secrets: env file
+    assert {"DURABLE_RESPONSES_UPSTREAM_BASE_URL", "DURABLE_RESPONSES_AGENT"} <= set(
+        service["environment"]
+    )
+    assert f"./agents:{env['DURABLE_RESPONSES_AGENT_PATH']}:ro" in service["volumes"]
+    metrics = env["DURABLE_RESPONSES_METRICS_PORT"]
+    assert service["ports"] == ["8000:8000", f"127.0.0.1:{metrics}:{metrics}"]
+    grace = Settings.model_fields["shutdown_grace"].default
+    assert float(service["stop_grace_period"].removesuffix("s")) >= 2 * grace + SHUTDOWN_MARGIN
+
+
+def test_compose_with_nothing_set_runs_the_built_in_agent(tmp_path: Path) -> None:
+    env = {**run_env(tmp_path, DURABLE_RESPONSES_API_KEYS="t:sk-test"), **compose_environment({})}
+
+    assert serve_one_answer(env, tmp_path).startswith("hello")  # the embedded model's echo
+
+
+def test_compose_runs_an_agent_from_the_mounted_folder(tmp_path: Path) -> None:
+    env = run_env(tmp_path, DURABLE_RESPONSES_API_KEYS="t:sk-test")
+    env |= compose_environment({"AGENT": "my_agent:agent"})
+    (tmp_path / "agents" / "my_agent.py").write_text(MY_AGENT)  # the ./agents bind mount
+
+    assert serve_one_answer(env, tmp_path) == "my agent says hi"

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import StartServer
 from tests.crash._support import wait_terminal, wait_until
 from tests.support.schemas import validate_error_envelope
+from tests.support.server import free_port
 
 
 def metric(text: str, name: str, labels: str = "") -> float:
@@ -24,8 +25,13 @@ def metric(text: str, name: str, labels: str = "") -> float:
 
 
 def test_metrics_count_a_known_workload(start_server: StartServer, tmp_path: Path) -> None:
+    metrics_port = free_port()
     server = start_server(
-        "--agent", "tests.agents.tool_agent:agent", env={"SIDE_EFFECTS_DIR": str(tmp_path)}
+        "--agent",
+        "tests.agents.tool_agent:agent",
+        "--metrics-port",
+        str(metrics_port),
+        env={"SIDE_EFFECTS_DIR": str(tmp_path)},
     )
     with httpx.Client(base_url=server.url, timeout=30) as http:
         for _ in range(2):
@@ -34,7 +40,7 @@ def test_metrics_count_a_known_workload(start_server: StartServer, tmp_path: Pat
         http.post("/v1/responses", json={"model": "m", "input": '[[call lookup {"city": "X"}]]'})
         http.post("/v1/responses", json={"model": "m", "input": "[[call explode {}]]"})
         http.get("/v1/responses/resp_missing")
-        text = http.get("/metrics").text
+        text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
 
     prefix = "durable_responses"
     assert metric(text, f"{prefix}_responses_finished_total", 'status="completed"') == 4
