@@ -201,10 +201,9 @@ SHOUTY = (
 )
 
 
-def serve_until_answered(command: list[str], cwd: Path, env: dict[str, str]) -> str:
-    """Run a server command, ask it one question, stop it; its answer."""
+def serve_until_answered(command: list[str], cwd: Path, env: dict[str, str], log_path: Path) -> str:
+    """Run a server command in `cwd`, ask it one question, stop it; its answer."""
     port = free_port()
-    log_path = cwd / "server.log"
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
             [*command, "--port", str(port)], cwd=cwd, env=env, stdout=log_file, stderr=log_file
@@ -241,7 +240,7 @@ def test_the_console_script_imports_an_agent_from_the_working_directory(tmp_path
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     command = [console_script(), "--agent", "my_agent:agent", "--db", str(tmp_path / "x.db")]
 
-    assert serve_until_answered(command, tmp_path, env) == "QUIET PLEASE"
+    assert serve_until_answered(command, tmp_path, env, tmp_path / "log") == "QUIET PLEASE"
 
 
 def test_agent_path_folders_are_searched_first(tmp_path: Path) -> None:
@@ -251,7 +250,7 @@ def test_agent_path_folders_are_searched_first(tmp_path: Path) -> None:
     env = {**os.environ, "DURABLE_RESPONSES_AGENT_PATH": str(agents)}
     command = [console_script(), "--agent", "my_agent:agent", "--db", str(tmp_path / "x.db")]
 
-    assert serve_until_answered(command, REPO, env) == "QUIET PLEASE"
+    assert serve_until_answered(command, REPO, env, tmp_path / "log") == "QUIET PLEASE"
 
 
 def test_a_missing_agent_path_folder_is_a_clear_start_up_error(tmp_path: Path) -> None:
