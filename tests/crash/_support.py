@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -43,6 +45,20 @@ def wait_until(condition: Any, what: str, deadline: float = 30.0) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_for_event(url: str, response_id: str, event_type: str, item_type: str | None) -> None:
+    """Follow the response's stream until an event of `event_type` (for an item of
+    `item_type`) arrives, then hang up."""
+    with httpx.stream(
+        "GET", f"{url}/v1/responses/{response_id}", params={"stream": "true"}, timeout=30
+    ) as stream:
+        for line in stream.iter_lines():
+            if f'"type":"{event_type}"' not in line.replace(" ", ""):
+                continue
+            if item_type is None or f'"type":"{item_type}"' in line.replace(" ", ""):
+                return
+    raise AssertionError(f"{response_id} ended without {event_type}")
+
+
 def replay(url: str, response_id: str, after: int | None = None) -> list[dict[str, Any]]:
     query = "stream=true" + (f"&starting_after={after}" if after is not None else "")
     return parse_sse(httpx.get(f"{url}/v1/responses/{response_id}?{query}", timeout=30).text)
@@ -60,3 +76,21 @@ def check_replays(url: str, response_id: str, final: dict[str, Any]) -> None:
 def log_lines(folder: Path, tool: str) -> list[str]:
     path = folder / f"{tool}.log"
     return path.read_text().splitlines() if path.exists() else []
+
+
+def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Read the store directly, read-only (a server may be running on it)."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def only_response_id(db: Path) -> str:
+    """The one response in the store (the client may have died before learning its id)."""
+    rows = query(db, "SELECT id FROM responses")
+    assert len(rows) == 1, rows
+    return str(rows[0][0])
+
+
+def recoveries(db: Path) -> dict[str, int]:
+    """How many times each response's run was taken over from a dead process."""
+    return {str(id_): int(n) for id_, n in query(db, "SELECT id, recoveries FROM responses")}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import wait_for_exit, wait_terminal
+from tests.crash._support import only_response_id, wait_for_exit, wait_terminal
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import check_stream, parse_sse
 
@@ -122,14 +121,6 @@ def read_until_dropped(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     except httpx.HTTPError:
         pass
     return parse_sse(text, allow_partial=True)
-
-
-def only_response_id(db: Path) -> str:
-    """The one response in the store (the client may have died before learning its id)."""
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT id FROM responses").fetchall()
-    assert len(rows) == 1, rows
-    return str(rows[0][0])
 
 
 def assert_tool_consistent(output: list[dict[str, Any]]) -> None:

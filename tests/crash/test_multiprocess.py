@@ -10,8 +10,16 @@ from typing import Any
 import httpx
 
 from tests.conftest import StartServer
-from tests.crash._support import check_replays, log_lines, wait_terminal, wait_until
-from tests.support.side_effects import runs_per_key
+from tests.crash._support import (
+    check_replays,
+    log_lines,
+    query,
+    recoveries,
+    wait_for_event,
+    wait_terminal,
+    wait_until,
+)
+from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import check_stream, parse_sse
 
 TOOLS = ("--agent", "tests.agents.tool_agent:agent", "--lease-ttl", "2", "--scan-interval", "0.2")
@@ -26,28 +34,46 @@ def create(url: str, prompt: str, **extra: Any) -> dict[str, Any]:
 def test_a_killed_process_s_responses_are_finished_by_the_survivor(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """A is killed at a known point of each of its runs (issue 11: killed at a random
+    point, every response could fail closed and the test still passed): four are
+    streaming their answer after a checkpoint that recorded their tools' results, so B
+    resumes and completes them without running a tool again; one is inside the body of an
+    unsafe tool, so B fails it closed (G4) and never runs the body."""
     db, folder = tmp_path / "shared.db", tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     a = start_server(*TOOLS, db=db, env=env)
     b = start_server(*TOOLS, db=db, env=env)
-    prompts = [
-        f'[[call lookup {{"city": "c{i}"}}]] [[next]] [[call wait_a_bit {{"seconds": 0.3}}]]'
+    stuck = create(a.url, '[[call wait_a_bit {"seconds": 30}]]')
+    answering = [  # answers of 11 words at 0.2 s a word: still streaming when A dies
+        create(
+            a.url,
+            f'[[call lookup {{"city": "c{i}"}}]] [[call send_email {{"to": "n{i}"}}]]'
+            " [[delay 200]]",
+        )
         for i in range(4)
     ]
-    created = [create(a.url, p) for p in prompts]
-    wait_until(lambda: len(log_lines(folder, "lookup")) >= 1, "a first tool call on A")
+    wait_until(
+        lambda: query(db, "SELECT state FROM journal WHERE tool = 'wait_a_bit'") == [("claimed",)],
+        "A to claim the unsafe call",
+    )
+    for response in answering:  # B sees A's events: the tools' step is checkpointed
+        wait_for_event(b.url, response["id"], "response.output_text.delta", None)
 
     a.kill()
-    finals = [wait_terminal(b.url, r["id"]) for r in created]
+    finals = [wait_terminal(b.url, r["id"]) for r in answering]
+    failed = wait_terminal(b.url, stuck["id"])
 
-    for final in finals:
-        assert final["status"] in ("completed", "failed"), final
-        if final["status"] == "failed":  # wait_a_bit was cut mid-call: G4 fails it closed
-            assert final["error"]["code"] == "tool_outcome_unknown"
+    assert [f["status"] for f in finals] == ["completed"] * 4, [f.get("error") for f in finals]
+    assert failed["status"] == "failed" and failed["error"]["code"] == "tool_outcome_unknown"
+    assert recoveries(db) == {r["id"]: 1 for r in [stuck, *answering]}  # B took each over
+    for final in [*finals, failed]:
         check_replays(b.url, final["id"], final)
-    assert all(n == 1 for n in runs_per_key(folder, "wait_a_bit").values())
-    completed = sum(f["status"] == "completed" for f in finals)
-    assert len(log_lines(folder, "wait_a_bit")) >= completed
+    for tool in ("lookup", "send_email"):  # each ran once per response, on A only
+        assert sorted(to for _, to in effects(folder, tool)) == [
+            f"{'c' if tool == 'lookup' else 'n'}{i}" for i in range(4)
+        ]
+        assert all(n == 1 for n in runs_per_key(folder, tool).values()), tool
+    assert effects(folder, "wait_a_bit") == []  # the ambiguous body was never run again
 
 
 def test_any_process_serves_reads_live_streams_and_cancels(

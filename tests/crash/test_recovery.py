@@ -3,6 +3,7 @@ of a dead process, and readiness (durability.md G1, G8)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from tests.conftest import StartServer
 from tests.crash._support import (
     check_replays,
     log_lines,
+    only_response_id,
     wait_for_exit,
     wait_terminal,
     wait_until,
@@ -79,26 +81,33 @@ def test_on_sigterm_running_turns_finish_and_new_work_is_refused(
 def test_a_poison_pill_ends_recovery_exhausted_and_the_server_stays_up(
     start_server: StartServer, tmp_path: Path
 ) -> None:
+    """Issue 19: a restarted process's start-up recovery scan can pick the pill up (once
+    the dead process's 1 s lease expired) and die before /healthz ever answered, so the
+    restarts do not wait for health: each only has to die of the pill, whenever it does."""
     db, folder = tmp_path / "p.db", tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     args = (*TOOLS, "--lease-ttl", "1", "--scan-interval", "0.2", "--max-recoveries", "2")
     server = start_server(*args, db=db, env=env)
-    created = httpx.post(
-        f"{server.url}/v1/responses",
-        json={"model": "m", "input": "[[call crash {}]]", "background": True},
-    ).json()
+    with contextlib.suppress(httpx.HTTPError):  # the pill may kill it before it answers
+        httpx.post(
+            f"{server.url}/v1/responses",
+            json={"model": "m", "input": "[[call crash {}]]", "background": True},
+        )
 
-    for _ in range(3):  # the first run and two recoveries each kill the process
-        assert wait_for_exit(server) == 1
-        server = start_server(*args, db=db, env=env)
-    final = wait_terminal(server.url, created["id"])
+    for run in range(1, 4):  # the first run and two recoveries each kill the process
+        assert wait_for_exit(server) == 1, server.log()
+        assert len(log_lines(folder, "crash")) == run, server.log()  # it was the pill
+        server = start_server(*args, db=db, env=env, wait=run == 3)  # the last one lives
+    response_id = only_response_id(db)
+    final = wait_terminal(server.url, response_id)
 
     assert final["status"] == "failed"
     assert final["error"]["code"] == "recovery_exhausted"
     assert len(log_lines(folder, "crash")) == 3
     healthy = httpx.post(f"{server.url}/v1/responses", json={"model": "m", "input": "still up?"})
     assert healthy.json()["status"] == "completed"
-    check_replays(server.url, created["id"], final)
+    assert server.proc is not None and server.proc.poll() is None
+    check_replays(server.url, response_id, final)
 
 
 def test_a_foreground_response_of_a_dead_process_ends_failed(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,23 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import check_replays, wait_for_exit, wait_terminal, wait_until
+from tests.crash._support import (
+    check_replays,
+    query,
+    wait_for_event,
+    wait_for_exit,
+    wait_terminal,
+    wait_until,
+)
 from tests.support.side_effects import effects
 
 FAST = ("--agent", "tests.agents.tool_agent:agent", "--lease-ttl", "2", "--scan-interval", "0.2")
 EXIT_AT_FAILPOINT = 86
 HELLO = "hello there"
 LONG = "first [[words 200]] [[delay 30]]"  # about 6 s: a steer always catches it running
-TOOL = 'first [[call wait_a_bit {"seconds": 1.0}]]'
+# Long enough that a steer sent once the call is claimed reaches the driving process (its
+# heartbeat polls the store) before the body ends, even on a loaded machine.
+TOOL = 'first [[call wait_a_bit {"seconds": 2.0}]]'
 
 Item = dict[str, Any]
 
@@ -84,25 +92,18 @@ def input_items(url: str, response_id: str) -> list[Item]:
     return data
 
 
-def wait_for_event(url: str, response_id: str, event_type: str, item_type: str | None) -> None:
-    """Follow the response's stream until an event of `event_type` (for an item of
-    `item_type`) arrives, then hang up."""
-    with httpx.stream(
-        "GET", f"{url}/v1/responses/{response_id}", params={"stream": "true"}, timeout=30
-    ) as stream:
-        for line in stream.iter_lines():
-            if f'"type":"{event_type}"' not in line.replace(" ", ""):
-                continue
-            if item_type is None or f'"type":"{item_type}"' in line.replace(" ", ""):
-                return
-    raise AssertionError(f"{response_id} ended without {event_type}")
-
-
-def wait_phase(url: str, response_id: str, phase: str) -> None:
+def wait_phase(url: str, response_id: str, phase: str, db: Path | None = None) -> None:
     if phase == "text":
         wait_for_event(url, response_id, "response.output_text.delta", None)
-    else:  # the function call is complete: its tool body runs next, whatever happens
-        wait_for_event(url, response_id, "response.output_item.done", "function_call")
+        return
+    wait_for_event(url, response_id, "response.output_item.done", "function_call")
+    # The call is streamed; a steer or a kill before its claim is committed would find the
+    # turn between its model call and its tool, not in the tool body.
+    assert db is not None
+    wait_until(
+        lambda: query(db, "SELECT 1 FROM journal WHERE response_id = ?", response_id),
+        "the tool call to be claimed",
+    )
 
 
 def assert_tool_consistent(history: list[Item]) -> None:
@@ -180,7 +181,7 @@ def test_a_steer_sent_to_one_process_stops_the_turn_another_drives(
     conversation = new_conversation(a.url)
     before = items(a.url, conversation)
     first = create(a.url, TOOL if phase == "tool" else LONG, conversation=conversation)  # A runs it
-    wait_phase(b.url, first["id"], phase)
+    wait_phase(b.url, first["id"], phase, db)
 
     second = create(
         b.url, "second [[words 3]]", conversation=conversation, multitask_strategy=strategy
@@ -196,7 +197,7 @@ def test_a_steer_sent_to_one_process_stops_the_turn_another_drives(
         assert stopped["incomplete_details"] is None
     if phase == "tool":  # the running body finished on A and was recorded
         assert [i["type"] for i in stopped["output"]] == ["function_call", "function_call_output"]
-        assert stopped["output"][1]["output"] == "waited 1.0"
+        assert stopped["output"][1]["output"] == "waited 2.0"
         assert len(effects(folder, "wait_a_bit")) == 1
     else:
         assert [i["status"] for i in stopped["output"]] == ["incomplete"]
@@ -293,7 +294,7 @@ def test_a_sigkill_while_a_turn_is_being_interrupted_leaves_a_consistent_lane(
     conversation = new_conversation(dying.url)
     prompt = 'first [[call wait_a_bit {"seconds": 3}]]' if phase == "tool" else LONG
     first = create(dying.url, prompt, conversation=conversation)
-    wait_phase(dying.url, first["id"], phase)
+    wait_phase(dying.url, first["id"], phase, db)
     second = create(
         dying.url,
         email("second"),
@@ -415,6 +416,4 @@ def post_ignoring_errors(url: str, body: dict[str, Any]) -> None:
 def response_ids(db: Path) -> list[str]:
     """Every response in the store, oldest first (a client may never have learned an id:
     its server died before answering, or its create is still waiting in its lane)."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-        rows = conn.execute("SELECT id FROM responses ORDER BY rowid").fetchall()
-    return [str(row[0]) for row in rows]
+    return [str(row[0]) for row in query(db, "SELECT id FROM responses ORDER BY rowid")]
