@@ -46,6 +46,20 @@ CASES = [
         id="model_stream",
     ),
     pytest.param(
+        Crash("step_streamed", '[[call send_email {"to": "a"}]]', "completed", "send_email", 1),
+        id="step_streamed",
+    ),
+    pytest.param(
+        Crash(
+            "step_streamed",
+            'hello [[call lookup {"city": "A"}]] [[call send_email {"to": "a"}]]',
+            "completed",
+            "send_email",
+            1,
+        ),
+        id="step_streamed-text-and-parallel-calls",
+    ),
+    pytest.param(
         Crash("step_recorded", '[[call send_email {"to": "a"}]]', "completed", "send_email", 1),
         id="step_recorded",
     ),
@@ -123,12 +137,14 @@ def read_until_dropped(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     return parse_sse(text, allow_partial=True)
 
 
-def assert_tool_consistent(output: list[dict[str, Any]]) -> None:
+def assert_tool_consistent(output: list[dict[str, Any]], *, ended: str) -> None:
     calls = [i["call_id"] for i in output if i["type"] == "function_call"]
     answers = [i["call_id"] for i in output if i["type"] == "function_call_output"]
     assert len(answers) == len(set(answers)), "a call was answered twice"
     for call_id in answers:
         assert call_id in calls, f"output for unknown call {call_id}"
+    if ended == "completed":  # these agents' calls are all server calls: each answered
+        assert sorted(calls) == sorted(answers), f"calls {calls} answered by {answers}"
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["polled", "streamed"])
@@ -172,7 +188,7 @@ def test_a_crash_at_each_failpoint_keeps_every_guarantee(
     check_stream(full)
     check_stream(tail, starting_after=middle)
     assert full[-1]["response"] == final
-    assert_tool_consistent(final["output"])
+    assert_tool_consistent(final["output"], ended=final["status"])
     assert len(effects(folder, case.tool)) == case.runs
     per_key = runs_per_key(folder, case.tool)
     if case.rerun:
