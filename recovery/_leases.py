@@ -14,6 +14,9 @@ blocked, and only what is driven is renewed: the lease of a runner that ended wi
 an end expires, and a recovery scan takes the turn and counts it (G1). The fence is still
 checked on every write, so a runner that did lose its lease writes nothing.
 
+A renewal that fails (a full disk) is tried again after a backoff that doubles from one
+tick up to `ttl / 3`, each failure logged, and the first success after failures too.
+
 The same thread watches the loop: each tick it schedules a callback on the loop
 (`call_soon_threadsafe`) and measures how long the loop takes to run it. A callback still
 waiting after `blocked_after` seconds means the loop is blocked; the log says so while it
@@ -34,6 +37,8 @@ import traceback
 from dataclasses import dataclass
 
 from store import Fence, SQLiteStore
+
+from ._chores import backoff
 
 log = logging.getLogger("recovery.leases")
 
@@ -67,6 +72,8 @@ class LeaseKeeper:
         self._renewal: concurrent.futures.Future[list[str]] | None = None
         self._renewal_sent = 0.0
         self._renewed_at = float("-inf")
+        self._failures = 0  # renewals failed in a row
+        self._retry_at = float("-inf")
         self._probe: _Probe | None = None
 
     def hold(self, response_id: str, fence: Fence) -> None:
@@ -107,23 +114,37 @@ class LeaseKeeper:
                 log.exception("lease keeper: unexpected failure")
 
     def _renew_when_due(self) -> None:
-        """One renewal at a time; a failed one is tried again on the next tick."""
+        """One renewal at a time; a failed one is tried again after a backoff."""
         pending = self._renewal
         if pending is not None:
             if not pending.done():
                 return
             self._renewal = None
-            failure = pending.exception()
-            if failure is None:
-                self._renewed_at = self._renewal_sent
-            else:
-                log.warning("lease renewal failed: %s", failure)
-        if time.monotonic() - self._renewed_at < self._renew_every:
+            self._settle(pending.exception())
+        now = time.monotonic()
+        if now < self._retry_at or now - self._renewed_at < self._renew_every:
             return
         held = self.held()
         if held:
             self._renewal_sent = time.monotonic()
             self._renewal = self._store.renew_leases(held, self._ttl)
+
+    def _settle(self, failure: BaseException | None) -> None:
+        if failure is None:
+            self._renewed_at = self._renewal_sent
+            if self._failures:
+                log.info("lease renewal works again, after %d failures", self._failures)
+            self._failures = 0
+            return
+        self._failures += 1
+        delay = backoff(self._failures, self._tick, self._renew_every)
+        self._retry_at = time.monotonic() + delay
+        log.warning(
+            "lease renewal failed (%s; %d in a row); trying again in %.1fs",
+            failure,
+            self._failures,
+            delay,
+        )
 
     def _watch_loop(self) -> None:
         probe, now = self._probe, time.monotonic()

@@ -12,6 +12,8 @@ from ._errors import (
     StopRequested,
     StoreError,
     StoreOpenError,
+    StoreUnavailable,
+    StoreVanished,
 )
 from ._records import (
     Admission,
@@ -46,5 +48,7 @@ __all__ = [
     "StopRequested",
     "StoreError",
     "StoreOpenError",
+    "StoreUnavailable",
+    "StoreVanished",
     "open_store",
 ]

@@ -14,6 +14,9 @@ A thread other than the event loop's may also submit an operation (`submit_threa
 it runs in a transaction of its own, ahead of queued work, and the writer thread resolves
 its future itself, so a blocked event loop delays neither its commit nor its answer. The
 lease renewal thread relies on that.
+
+The writer remembers how its last transaction went (`unavailable`, `committed_at`): a
+failing disk shows there first, and readiness reads it (store/_health.py).
 """
 
 from __future__ import annotations
@@ -36,7 +39,13 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from ._errors import StoreError, StoreOpenError
+from ._errors import (
+    StoreError,
+    StoreOpenError,
+    StoreUnavailable,
+    from_sqlite,
+    translate_sqlite_errors,
+)
 
 log = logging.getLogger("store")
 
@@ -94,8 +103,13 @@ class Writer:
     rollback is safe.
     """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, guard: Callable[[], None] | None = None) -> None:
         self._conn = conn
+        self._guard = guard  # on the writer thread, before each transaction: may refuse it
+        # How the last transaction went, for readiness: why it could not be written (a
+        # full disk; None once one commits again), and when one last committed.
+        self.unavailable: StoreUnavailable | None = None
+        self.committed_at = time.monotonic()
         self.commit_listeners: list[Callable[[float, int], None]] = []  # (seconds, operations)
         # deque appends and pops are atomic: the loop appends, the writer thread pops.
         self._queue: deque[_Queued] = deque()
@@ -250,7 +264,25 @@ class Writer:
 
     def _transaction(self, ops: list[Operation[Any]]) -> tuple[Tx, list[Any]]:
         """Run `ops` in one transaction and commit; roll back and raise on any failure
-        (_OperationFailed when an operation raised)."""
+        (_OperationFailed when an operation raised). Remember whether it could write."""
+        changes = self._conn.total_changes
+        try:
+            if self._guard is not None:
+                self._guard()
+            committed = self._commit_ops(ops)
+        except Exception as exc:
+            failure = _as_store_error(exc.error if isinstance(exc, _OperationFailed) else exc)
+            if isinstance(failure, StoreUnavailable):
+                self.unavailable = failure
+            raise
+        # Only a commit that changed rows wrote to the disk: one that changed none (a
+        # guarded UPDATE that matched nothing) succeeds on a full disk too.
+        if self._conn.total_changes != changes:
+            self.unavailable = None
+            self.committed_at = time.monotonic()
+        return committed
+
+    def _commit_ops(self, ops: list[Operation[Any]]) -> tuple[Tx, list[Any]]:
         conn = self._conn
         tx = Tx(conn)
         _begin(conn)
@@ -292,7 +324,8 @@ def _settle_one(tx: Tx, fut: asyncio.Future[Any], value: Any) -> None:
 
 
 def _fail(batch: list[_Queued], exc: BaseException, *, wrap: bool = True) -> None:
-    error = exc if not wrap or isinstance(exc, StoreError) else _as_store_error(exc)
+    # An operation's own error reaches its caller as it is, unless it is SQLite's.
+    error = _as_store_error(exc) if wrap or isinstance(exc, sqlite3.Error) else exc
     for _, fut in batch:
         if not fut.done():
             fut.set_exception(error)
@@ -318,7 +351,12 @@ class _OperationFailed(Exception):
 
 
 def _as_store_error(exc: BaseException) -> StoreError:
-    err = StoreError(f"write failed: {exc!r}")
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        err = from_sqlite("write", exc)
+    else:
+        err = StoreError(f"write failed: {exc!r}")
     err.__cause__ = exc
     return err
 
@@ -345,14 +383,16 @@ class Readers:
         self._direct = direct
 
     def point(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
-        return self._direct.execute(sql, tuple(params)).fetchall()
+        with translate_sqlite_errors("read"):
+            return self._direct.execute(sql, tuple(params)).fetchall()
 
     def close_direct(self) -> None:
         self._direct.close()
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         # execute_fetchall: one hop to the connection's thread (execute, fetch and close).
-        rows = await next(self._next).execute_fetchall(sql, tuple(params))
+        with translate_sqlite_errors("read"):
+            rows = await next(self._next).execute_fetchall(sql, tuple(params))
         return list(rows)
 
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Row | None:

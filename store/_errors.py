@@ -2,6 +2,10 @@
 
     StoreError                  anything the store could not do
     +-- StoreOpenError          the database file cannot be opened, is corrupt or too new
+    +-- StoreUnavailable        the database cannot be written now: its disk is full or
+    |   |                       failing (this may pass by itself)
+    |   +-- StoreVanished       its file was deleted or replaced while open: writes are
+    |                           refused until a restart (this does not pass)
     +-- LeaseLost               a fenced write found another owner or epoch (BaseException-free:
                                 the runtime turns it into its own control-flow signal)
     +-- Conflict                a guarded transition matched no row (for example a duplicate key)
@@ -10,7 +14,8 @@
     +-- QueueFull               the lane already has the most queued turns allowed
     +-- IdempotencyMismatch     an idempotency key was reused with a different request
 
-`translate_sqlite_errors` is the one place where `sqlite3` errors become ours.
+`translate_sqlite_errors` is the one place where `sqlite3` errors become ours
+(`from_sqlite`, which it uses, tells a failing disk from a failed statement).
 """
 
 from __future__ import annotations
@@ -26,6 +31,16 @@ class StoreError(Exception):
 
 class StoreOpenError(StoreError):
     """The database cannot be opened, migrated, read or written at start-up."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be written for a reason outside the statement: the disk is
+    full, an I/O error, a file that cannot be opened or written. Retrying later may work."""
+
+
+class StoreVanished(StoreUnavailable):
+    """The database file was deleted or replaced under the open store. Its writes would
+    go into a file that nobody opens again (lost at the next start), so none is made."""
 
 
 class LeaseLost(StoreError):
@@ -60,11 +75,26 @@ class IdempotencyMismatch(StoreError):
     """The key was used before, for a different request body."""
 
 
+# SQLite's primary result codes for a database that cannot be written, whatever the
+# statement: the disk is full, an I/O error, the file cannot be opened or is read-only.
+_UNAVAILABLE = frozenset(
+    {sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY}
+)
+
+
+def from_sqlite(what: str, exc: sqlite3.Error) -> StoreError:
+    """Ours for a `sqlite3` error (its cause is set by `raise ... from exc`)."""
+    if isinstance(exc, sqlite3.IntegrityError):
+        return Conflict(f"{what}: {exc}")
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _UNAVAILABLE:
+        return StoreUnavailable(f"{what}: {exc}")
+    return StoreError(f"{what}: {exc}")
+
+
 @contextmanager
 def translate_sqlite_errors(what: str) -> Iterator[None]:
     try:
         yield
-    except sqlite3.IntegrityError as exc:
-        raise Conflict(f"{what}: {exc}") from exc
     except sqlite3.Error as exc:
-        raise StoreError(f"{what}: {exc}") from exc
+        raise from_sqlite(what, exc) from exc

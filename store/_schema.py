@@ -155,6 +155,14 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE journal;
     ALTER TABLE journal_by_step RENAME TO journal;
     """,
+    # 7: one row that a readiness check rewrites to learn whether the database can be
+    # written (a full disk) when no other write has said so lately (store/_health.py).
+    """
+    CREATE TABLE write_probe (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        written_at REAL NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
