@@ -13,18 +13,19 @@ import time
 from typing import Any
 
 from ._ids import new_id
-from ._model import FunctionCallDelta, TextDelta
+from ._model import FunctionCallDelta, LogProb, TextDelta
 
 Event = dict[str, Any]
 
 
 class _OpenMessage:
-    __slots__ = ("heard", "index", "item", "text")
+    __slots__ = ("heard", "index", "item", "logprobs", "text")
 
     def __init__(self, index: int, item: dict[str, Any]) -> None:
         self.index = index
         self.item = item
         self.text: list[str] = []
+        self.logprobs: list[LogProb] = []  # of the text, when the request asked for them
         # While resuming after a cut: the new attempt's text not yet matched against
         # what was streamed before it (None once the message goes on live).
         self.heard: str | None = None
@@ -105,12 +106,17 @@ class Emitter:
             events += self._open_message()
         message = self._message
         assert message is not None
-        return events + self._append_text(message, delta.text)
+        return events + self._append_text(message, delta.text, delta.logprobs)
 
-    def _append_text(self, message: _OpenMessage, text: str) -> list[Event]:
+    def _append_text(
+        self, message: _OpenMessage, text: str, logprobs: tuple[LogProb, ...] = ()
+    ) -> list[Event]:
+        """Stream `text`. (Text that continues a cut message after a retry carries no
+        logprobs: those of the new attempt need not line up with the cut.)"""
         if not text:
             return []
         message.text.append(text)
+        message.logprobs.extend(logprobs)
         return [
             self._event(
                 "response.output_text.delta",
@@ -118,7 +124,7 @@ class Emitter:
                 output_index=message.index,
                 content_index=0,
                 delta=text,
-                logprobs=[],
+                logprobs=list(logprobs),
             )
         ]
 
@@ -130,11 +136,14 @@ class Emitter:
         if self._message is not None:
             self._message.heard = ""
 
-    def resume_message(self, index: int, item: dict[str, Any], text: str) -> None:
+    def resume_message(
+        self, index: int, item: dict[str, Any], text: str, logprobs: list[LogProb] | None = None
+    ) -> None:
         """Reopen a message a crash cut off (rebuilt from the log) so that the next
         model call continues it instead of starting the answer again."""
         message = _OpenMessage(index, item)
         message.text.append(text)
+        message.logprobs.extend(logprobs or ())
         message.heard = ""
         self._message = message
 
@@ -282,15 +291,25 @@ class Emitter:
         message.heard = None
         self._message = None
         text = "".join(message.text)
-        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+        logprobs = message.logprobs
+        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs}
         message.item["content"] = [part]
         message.item["status"] = status
         common = {"item_id": message.item["id"], "output_index": message.index}
         return [
             self._event(
-                "response.output_text.done", **common, content_index=0, text=text, logprobs=[]
+                "response.output_text.done",
+                **common,
+                content_index=0,
+                text=text,
+                logprobs=list(logprobs),
             ),
-            self._event("response.content_part.done", **common, content_index=0, part=dict(part)),
+            self._event(
+                "response.content_part.done",
+                **common,
+                content_index=0,
+                part={**part, "logprobs": list(logprobs)},
+            ),
             self._event(
                 "response.output_item.done",
                 output_index=message.index,

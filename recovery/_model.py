@@ -2,7 +2,12 @@
 
 A step's output is a sequence of events: text deltas (one assistant message) and
 function-call argument deltas (one item per `call_id`), then optionally usage and an
-`Incomplete` marker. The runtime turns them into Responses items and stream events.
+`Incomplete` marker; `ModelInfo` (at any point) says which model answered. The runtime
+turns them into Responses items and stream events.
+
+`ModelRequest` carries what the create request asked of the model, by its Responses
+names; a model honours each field or, when it cannot, the server refuses the request
+before it runs (docs/protocol.md section 3): nothing asked for is dropped silently.
 """
 
 from __future__ import annotations
@@ -23,12 +28,33 @@ class ModelRequest:
     temperature: float | None = None
     top_p: float | None = None
     max_output_tokens: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    # `text.format` when not plain text: {"type": "json_schema", "name", "schema",
+    # "strict"?, "description"?} or {"type": "json_object"}; and `text.verbosity`.
+    text_format: dict[str, Any] | None = None
+    verbosity: str | None = None
+    reasoning_effort: str | None = None
+    logprobs: bool = False  # return each text delta's logprobs (TextDelta.logprobs)
+    top_logprobs: int | None = None  # with logprobs: alternatives per token
+    truncation: str = "disabled"  # "auto": drop the oldest turns rather than overflow
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    safety_identifier: str | None = None
+    user: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+# A token's log probability as a Responses `output_text` part carries it:
+# {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}.
+LogProb = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     text: str
+    logprobs: tuple[LogProb, ...] = ()  # of the tokens of `text`, when asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +81,17 @@ class Incomplete:
     reason: str
 
 
-ModelEvent = TextDelta | FunctionCallDelta | Usage | Incomplete
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """Which model answered the step (`model`, e.g. the upstream's own name for it) and
+    at which service tier, as far as the model says: the Response reports these instead
+    of the names the request asked for."""
+
+    model: str | None = None
+    service_tier: str | None = None
+
+
+ModelEvent = TextDelta | FunctionCallDelta | Usage | Incomplete | ModelInfo
 
 
 class Model(Protocol):

@@ -44,6 +44,9 @@ def echo_fields(params: dict[str, Any]) -> dict[str, Any]:
             echo[key] = default
     if echo["service_tier"] == "auto":
         echo["service_tier"] = "default"
+    echo["text"] = {"format": {"type": "text"}, **echo["text"]}  # `verbosity` alone
+    if echo["text"]["format"].get("type") == "json_schema":  # every field, as OpenAI
+        echo["text"]["format"] = {"description": None, "strict": False, **echo["text"]["format"]}
     reasoning = params.get("reasoning") or {}
     echo["reasoning"] = {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")}
     conversation = params.get("conversation")

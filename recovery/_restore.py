@@ -20,6 +20,7 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
     close whatever was left open (`incomplete`)."""
     output = emitter.output
     texts: dict[str, list[str]] = {}
+    logprobs: dict[str, list[Any]] = {}
     parts: set[str] = set()
     arguments: dict[str, list[str]] = {}
     open_items: dict[int, dict[str, Any]] = {}
@@ -40,6 +41,7 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
             parts.add(event["item_id"])
         elif kind == "response.output_text.delta":
             texts.setdefault(event["item_id"], []).append(event["delta"])
+            logprobs.setdefault(event["item_id"], []).extend(event.get("logprobs") or ())
         elif kind == "response.function_call_arguments.delta":
             arguments.setdefault(event["item_id"], []).append(event["delta"])
         elif kind in ("response.in_progress", "response.created", "response.queued"):
@@ -53,16 +55,18 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
     ):
         # The message the crash cut stays open: the next model call continues it.
         item = open_items.pop(last)
-        emitter.resume_message(last, item, "".join(texts.get(item["id"], [])))
+        text = "".join(texts.get(item["id"], []))
+        emitter.resume_message(last, item, text, logprobs.get(item["id"]))
     for index, item in sorted(open_items.items()):
         item = dict(item, status="incomplete")
         if item["type"] == "message":
             text = "".join(texts.get(item["id"], []))
             common = {"item_id": item["id"], "output_index": index, "content_index": 0}
             if item["id"] in parts:
-                part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+                kept = logprobs.get(item["id"], [])
+                part = {"type": "output_text", "text": text, "annotations": [], "logprobs": kept}
                 closing.append(
-                    emitter._event("response.output_text.done", **common, text=text, logprobs=[])
+                    emitter._event("response.output_text.done", **common, text=text, logprobs=kept)
                 )
                 closing.append(emitter._event("response.content_part.done", **common, part=part))
                 item["content"] = [part]

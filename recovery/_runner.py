@@ -35,7 +35,15 @@ from ._history import history_items, unpaired_call
 from ._items import text_of
 from ._journal import ToolOutcomeUnknown, ToolPhase
 from ._json import dumps
-from ._model import FunctionCallDelta, Incomplete, Model, ModelRequest, TextDelta, Usage
+from ._model import (
+    FunctionCallDelta,
+    Incomplete,
+    Model,
+    ModelInfo,
+    ModelRequest,
+    TextDelta,
+    Usage,
+)
 from ._observer import ResponseEnd, current_response_id
 from ._response import add_usage, usage_from_object, usage_object
 from ._restore import restore
@@ -56,6 +64,35 @@ class Outcome:
     status: ResponseStatus
     error: dict[str, Any] | None = None
     incomplete_reason: str | None = None
+
+
+# `response.error` carries `type` and `param` as the HTTP error envelope does
+# (server/_errors.py), which some clients require (the Vercel AI SDK): what the request
+# itself got wrong is an `invalid_request_error` (with the parameter, if one is to blame);
+# anything else, the upstream's rate limit included, is a `server_error`.
+_REQUEST_ERRORS: dict[str, str | None] = {
+    "invalid_prompt": None,  # the model refused the request (an upstream 400)
+    "invalid_request": "input",
+    "tool_output_missing": "input",
+    "tool_call_not_found": "input",
+    "duplicate_tool_output": "input",
+}
+
+
+def response_error(code: str, message: str) -> dict[str, Any]:
+    """A failed response's `error`: {code, message, type, param}."""
+    if code in _REQUEST_ERRORS:
+        return {
+            "code": code,
+            "message": message,
+            "type": "invalid_request_error",
+            "param": _REQUEST_ERRORS[code],
+        }
+    return {"code": code, "message": message, "type": "server_error", "param": None}
+
+
+def failed(code: str, message: str) -> Outcome:
+    return Outcome(ResponseStatus.FAILED, error=response_error(code, message))
 
 
 def stopped(reason: str) -> Outcome:
@@ -136,9 +173,7 @@ class TurnRunner:
         try:
             if fail is not None:
                 await self._start()
-                outcome = Outcome(
-                    ResponseStatus.FAILED, error={"code": fail[0], "message": fail[1]}
-                )
+                outcome = failed(*fail)
             elif isinstance(self._agent, Workflow):
                 outcome = await self._run_workflow(self._agent)
             else:
@@ -156,27 +191,17 @@ class TurnRunner:
         except ToolOutcomeUnknown as unknown:
             for output in unknown.outputs:  # the calls that did finish stay recorded
                 self._sink.emit(self._emitter.add_item(output))
-            outcome = Outcome(
-                ResponseStatus.FAILED,
-                error={"code": "tool_outcome_unknown", "message": str(unknown)},
-            )
+            outcome = failed("tool_outcome_unknown", str(unknown))
         except ModelError as exc:
-            outcome = Outcome(
-                ResponseStatus.FAILED, error={"code": exc.code, "message": exc.message}
-            )
+            outcome = failed(exc.code, exc.message)
         except StepFailed as exc:
-            outcome = Outcome(
-                ResponseStatus.FAILED, error={"code": "server_error", "message": str(exc)}
-            )
+            outcome = failed("server_error", str(exc))
         except asyncio.CancelledError:
             self._resolve()
             raise
         except Exception:
             log.exception("response %s: the turn failed", self.response_id)
-            outcome = Outcome(
-                ResponseStatus.FAILED,
-                error={"code": "server_error", "message": "The server failed to run this turn."},
-            )
+            outcome = failed("server_error", "The server failed to run this turn.")
         await self._finish(outcome)
 
     async def _run_workflow(self, handler: Workflow) -> Outcome:
@@ -337,16 +362,32 @@ class TurnRunner:
                 calls.append(event)
             elif isinstance(event, Usage):
                 self._usage = add_usage(self._usage, event)
+            elif isinstance(event, ModelInfo):
+                self._answered_by(event)
             else:
                 incomplete = event
             fp.failpoint(fp.MODEL_STREAM)
         sink.emit(emitter.close_open())
         return incomplete, calls
 
+    def _answered_by(self, info: ModelInfo) -> None:
+        """Report the model (and tier) that answered, not the names the request asked
+        for (an upstream pinned with --upstream-model, or one naming its snapshot)."""
+        if info.model:
+            self._emitter.response["model"] = info.model
+        if info.service_tier:
+            self._emitter.response["service_tier"] = info.service_tier
+
     def _model_request(self, agent: Agent, items: list[Item]) -> ModelRequest:
         params = self._params
         declared = [t for t in params.get("tools") or [] if t.get("type") == "function"]
         server = [tool.definition() for tool in agent.tools]
+        text = params.get("text") or {}
+        text_format = text.get("format")
+        top_logprobs = params.get("top_logprobs")
+        logprobs = "message.output_text.logprobs" in (params.get("include") or ()) or bool(
+            top_logprobs
+        )
         return ModelRequest(
             model=params.get("model") or self._model.name,
             instructions=params.get("instructions") or agent.instructions,
@@ -357,6 +398,19 @@ class TurnRunner:
             temperature=params.get("temperature"),
             top_p=params.get("top_p"),
             max_output_tokens=params.get("max_output_tokens"),
+            presence_penalty=params.get("presence_penalty"),
+            frequency_penalty=params.get("frequency_penalty"),
+            text_format=text_format if (text_format or {}).get("type") != "text" else None,
+            verbosity=text.get("verbosity"),
+            reasoning_effort=(params.get("reasoning") or {}).get("effort"),
+            logprobs=logprobs,
+            top_logprobs=top_logprobs if logprobs else None,
+            truncation=params.get("truncation") or "disabled",
+            service_tier=params.get("service_tier"),
+            prompt_cache_key=params.get("prompt_cache_key"),
+            prompt_cache_retention=params.get("prompt_cache_retention"),
+            safety_identifier=params.get("safety_identifier"),
+            user=params.get("user"),
         )
 
     async def _history(self) -> list[Item]:
@@ -457,9 +511,12 @@ class TurnRunner:
         step: int | None = None,
         terminal: bool = False,
         conversation_items: Sequence[ItemRow] = (),
+        discard: bool = False,
     ) -> None:
         """Commit the current response as a snapshot, with `events` when the response
-        keeps a log, behind the sink's pending appends."""
+        keeps a log, behind the sink's pending appends. With `discard` (the end of a
+        `store: false` response), the response and all of its data are deleted in the
+        same transaction instead."""
         durable = self._sink.durable
         await self._behind_appends(
             self._store.save_snapshot(
@@ -473,6 +530,7 @@ class TurnRunner:
                 terminal=terminal,
                 conversation_items=conversation_items,
                 logged=durable,
+                discard=discard,
             )
         )
 
@@ -513,6 +571,8 @@ class TurnRunner:
                 last_seq=terminal["sequence_number"],
                 terminal=True,
                 conversation_items=self._conversation_items() if keeps_history else (),
+                # store: false keeps the response only while it runs (protocol.md 3).
+                discard=self._params.get("store") is False,
             )
         except StoreError:
             emitter.next_seq = seq  # nothing of this end was committed
@@ -540,10 +600,9 @@ class TurnRunner:
                 [
                     self._emitter.finish(
                         ResponseStatus.FAILED,
-                        error={
-                            "code": "server_error",
-                            "message": "The server could not save this response.",
-                        },
+                        error=response_error(
+                            "server_error", "The server could not save this response."
+                        ),
                     )
                 ]
             )

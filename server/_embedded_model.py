@@ -13,6 +13,13 @@ After tool outputs it answers `NAME -> OUTPUT` for each output it received. Text
 deterministic; call ids are random, as a real model's are. An answer
 longer than `max_output_tokens` words is cut there and the response ends `incomplete`.
 Usage counts words: input words of the whole history, output words emitted.
+
+What the request asks of the answer is honoured: with `text.format` `json_schema` the
+answer is a minimal instance of the schema (`_minimal_instance.py`), with `json_object`
+it is `{}`; asked for logprobs, each word is a token of log probability 0 (the model is
+deterministic: probability 1), its own only alternative. It serves at the `default`
+tier, and says so. Other tuning (temperature, reasoning effort, ...) cannot change a
+deterministic answer.
 """
 
 from __future__ import annotations
@@ -31,12 +38,16 @@ from recovery import (
     Incomplete,
     ModelError,
     ModelEvent,
+    ModelInfo,
     ModelRequest,
     TextDelta,
     Usage,
     text_of,
 )
 
+from ._minimal_instance import minimal_instance
+
+SERVED = ModelInfo(service_tier="default")  # the tier it answers at (the model: as asked)
 _DIRECTIVE = re.compile(r"\[\[\s*(\w+)\s*(.*?)\s*\]\]", re.DOTALL)
 
 
@@ -81,14 +92,19 @@ class EmbeddedModel:
                     call_id = _call_id()
                     await self._pause(plan.delay, index)
                     yield FunctionCallDelta(call_id=call_id, name=name, arguments=arguments)
+                yield SERVED
                 yield Usage(input_tokens=input_tokens, output_tokens=len(calls))
                 return
         words = _answer_words(request.input[user_index + 1 :], plan)
+        if request.text_format is not None:
+            words = [_structured(request.text_format)]  # one token: never cut short
         limit = request.max_output_tokens
         emitted = words if limit is None else words[:limit]
         for i, word in enumerate(emitted):
             await self._pause(plan.delay, i)
-            yield TextDelta(word if i == 0 else " " + word)
+            token = word if i == 0 else " " + word
+            yield TextDelta(token, _certain(token, request) if request.logprobs else ())
+        yield SERVED
         yield Usage(input_tokens=input_tokens, output_tokens=len(emitted))
         if len(emitted) < len(words):
             yield Incomplete("max_output_tokens")
@@ -121,6 +137,20 @@ class EmbeddedModel:
             # Without a delay, yield to other tasks now and then, not at every delta: each
             # yield waits for a whole turn of a busy event loop.
             await asyncio.sleep(0)
+
+
+def _structured(text_format: dict[str, Any]) -> str:
+    """The answer for a JSON `text.format`: a minimal instance of its schema, or `{}`."""
+    if text_format.get("type") == "json_schema":
+        return json.dumps(minimal_instance(text_format.get("schema")), separators=(",", ":"))
+    return "{}"
+
+
+def _certain(token: str, request: ModelRequest) -> tuple[dict[str, Any], ...]:
+    """The logprobs of a token said with certainty: log probability 0."""
+    top = {"token": token, "logprob": 0.0, "bytes": list(token.encode())}
+    alternatives = [top] if request.top_logprobs else []
+    return ({**top, "top_logprobs": alternatives},)
 
 
 def _last_user_message(items: list[dict[str, Any]]) -> tuple[int, str]:

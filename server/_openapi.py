@@ -340,7 +340,7 @@ _IDEMPOTENCY_KEY = {
     "schema": {"type": "string", "minLength": 1, "maxLength": 255},
     "description": "A retried create with the same key and body returns the first response"
     " and runs nothing again; the same key with another body is a 400"
-    " `idempotency_key_reused`.",
+    " `idempotency_key_reused`. A key needs `store` not false (else a 400).",
 }
 _RESPONSE = [_path("response_id")]
 _CONVERSATION = [_path("conversation_id")]

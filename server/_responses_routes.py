@@ -11,13 +11,14 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from recovery import encode_event, normalize_input, synthesize_events
 from store import EventRow, ResponseRecord
 
 from ._context import context, read_body, tenant
-from ._errors import APIError
+from ._errors import APIError, error_response
 from ._sse import StreamSlot, stream_to
 from ._validation import (
     parse_json,
@@ -42,6 +43,14 @@ async def create_response(request: Request) -> Response:
         max_input_items=ctx.settings.max_input_items,
         max_tools=ctx.settings.max_tools,
     )
+    if key is not None and params.get("store") is False:
+        raise APIError(
+            400,
+            "Idempotency-Key needs store=true: a response created with store=false is not "
+            "kept once it ends, so a retry could not be given its result.",
+            param="Idempotency-Key",
+            code="invalid_parameter_combination",
+        )
     params["input"] = normalize_input(params["input"])
     # Every admission check comes before the create stores anything: a refused request
     # (the SDK retries a 429) must leave no response behind, run or queued.
@@ -215,8 +224,33 @@ def list_page(page: tuple[list[Any], bool] | None, after: str | None) -> Respons
     )
 
 
+# WebSocket mode (`client.responses.connect()`, protocol.md section 13) is not served.
+WEBSOCKET_REFUSAL = (
+    "WebSocket mode (client.responses.connect()) is not supported by this server; "
+    "use POST /v1/responses, with stream=true to stream."
+)
+
+
+async def refuse_websocket(websocket: WebSocket) -> None:
+    """Refuse a WebSocket upgrade with a reason: an HTTP 501 in the OpenAI error envelope
+    where the server can answer the upgrade with a response (Hypercorn can: the ASGI
+    `websocket.http.response` extension), else accept and close at once with 1008
+    (policy: the SDK does not reconnect) after an `error` event giving the reason."""
+    error = APIError(
+        501, WEBSOCKET_REFUSAL, param=None, code="websocket_not_supported", type="server_error"
+    )
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(error_response(error))
+        return
+    await websocket.accept()
+    body = {"message": error.message, "type": error.type, "param": None, "code": error.code}
+    await websocket.send_json({"type": "error", "status": 501, "error": body})
+    await websocket.close(code=1008, reason="WebSocket mode is not supported; use HTTP.")
+
+
 ROUTES = [
     Route("/responses", create_response, methods=["POST"]),
+    WebSocketRoute("/responses", refuse_websocket),
     Route("/responses/{response_id}", get_response, methods=["GET"]),
     Route("/responses/{response_id}", delete_response, methods=["DELETE"]),
     Route("/responses/{response_id}/cancel", cancel_response, methods=["POST"]),

@@ -1,10 +1,15 @@
 """An OpenAI-compatible Chat Completions client (vLLM, llama.cpp, Ollama, LM Studio,
 OpenAI, Azure OpenAI), streaming, as a `recovery.Model`.
 
-It maps Responses items to chat messages and the streamed chunks back to model events.
+It maps Responses items to chat messages, the request's parameters to their Chat
+Completions names (`text.format` -> `response_format`, `reasoning.effort` ->
+`reasoning_effort`, logprobs, ...), and the streamed chunks back to model events,
+including the `model` (and `service_tier`) the upstream says answered.
 Failures become `recovery.ModelError`: 429, 5xx, connection errors and timeouts are
 `retryable` (with the upstream's `Retry-After`), and the runtime retries them with
-backoff; nothing here retries by itself, so there is one retry budget per step.
+backoff; nothing here retries those by itself, so there is one retry budget per step.
+The one retry made here: with `truncation: "auto"`, a request the upstream refuses for
+its context window is sent again without its oldest turns.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from recovery import (
     Incomplete,
     ModelError,
     ModelEvent,
+    ModelInfo,
     ModelRequest,
     TextDelta,
     Usage,
@@ -62,13 +68,29 @@ class UpstreamModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         body = chat_request(request, self._pinned)
+        messages, dropped = body["messages"], 0
+        while True:
+            try:
+                async for event in self._stream(body):
+                    yield event
+                return
+            except ContextOverflow:
+                if request.truncation != "auto":
+                    raise
+                dropped = max(1, dropped * 2)  # 1, 2, 4, ... turns: few attempts
+                shorter = drop_oldest_turns(messages, dropped)
+                if shorter is None or len(shorter) == len(body["messages"]):
+                    raise
+                body = {**body, "messages": shorter}
+
+    async def _stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         try:
             async with self._client.stream("POST", "/chat/completions", json=body) as response:
                 self.on_status(str(response.status_code))
                 if response.status_code >= 400:
                     await response.aread()
                     raise _status_error(response)
-                async for event in _chunks_to_events(response):
+                async for event in _chunks_to_events(response, self._pinned):
                     yield event
         except httpx.TimeoutException as exc:
             self.on_status("timeout")
@@ -108,10 +130,50 @@ def chat_request(request: ModelRequest, pinned: str | None) -> dict[str, Any]:
         ("temperature", request.temperature),
         ("top_p", request.top_p),
         ("max_tokens", request.max_output_tokens),
+        ("presence_penalty", request.presence_penalty),
+        ("frequency_penalty", request.frequency_penalty),
+        ("reasoning_effort", request.reasoning_effort),
+        ("verbosity", request.verbosity),
+        ("service_tier", request.service_tier),
+        ("prompt_cache_key", request.prompt_cache_key),
+        ("prompt_cache_retention", request.prompt_cache_retention),
+        ("safety_identifier", request.safety_identifier),
+        ("user", request.user),
     ):
         if value is not None:
             body[key] = value
+    if request.text_format is not None:
+        body["response_format"] = response_format(request.text_format)
+    if request.logprobs:
+        body["logprobs"] = True
+        if request.top_logprobs is not None:
+            body["top_logprobs"] = request.top_logprobs
     return body
+
+
+def response_format(text_format: dict[str, Any]) -> dict[str, Any]:
+    """A Responses `text.format` (json_schema or json_object) as a `response_format`."""
+    if text_format["type"] != "json_schema":
+        return {"type": text_format["type"]}
+    schema = {"name": text_format["name"], "schema": text_format["schema"]}
+    for key in ("description", "strict"):
+        if text_format.get(key) is not None:
+            schema[key] = text_format[key]
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def drop_oldest_turns(messages: list[dict[str, Any]], turns: int) -> list[dict[str, Any]] | None:
+    """`messages` without their `turns` oldest turns (`truncation: "auto"`): a turn is a
+    user message and all that follows it up to the next one, so a call and its outputs
+    go together. The leading system messages and the last turn are always kept; None
+    if there is no earlier turn to drop."""
+    lead = 0
+    while lead < len(messages) and messages[lead]["role"] == "system":
+        lead += 1
+    starts = [i for i in range(lead, len(messages)) if messages[i]["role"] == "user"]
+    if len(starts) < 2:
+        return None
+    return messages[:lead] + messages[starts[min(turns, len(starts) - 1)] :]
 
 
 def _tool_choice(choice: Any) -> Any:
@@ -168,20 +230,26 @@ def _content(content: Any) -> Any:
         elif kind == "refusal":
             parts.append({"type": "text", "text": part["refusal"]})
         elif kind == "input_image" and part.get("image_url"):
-            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+            image = {"url": part["image_url"]}
+            if part.get("detail") in ("low", "high"):
+                image["detail"] = part["detail"]
+            parts.append({"type": "image_url", "image_url": image})
     if all(p["type"] == "text" for p in parts):
         return "".join(p["text"] for p in parts)
     return parts
 
 
-async def _chunks_to_events(response: httpx.Response) -> AsyncIterator[ModelEvent]:
+async def _chunks_to_events(
+    response: httpx.Response, pinned: str | None = None
+) -> AsyncIterator[ModelEvent]:
     """The model events of one streamed answer. A body that ends before `[DONE]` and
     before any `finish_reason` was cut off (a connection closed mid-answer reads as a
     clean end when the body has no length, e.g. HTTP/1.0): that is a retryable error, not
-    a short answer."""
+    a short answer. The model that answered is the chunks' `model`, else `pinned`."""
     calls: dict[int, tuple[str, str]] = {}  # tool call index -> (call id, name)
     truncated = False
     finished = False
+    reported = ModelInfo()
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
@@ -197,6 +265,13 @@ async def _chunks_to_events(response: httpx.Response) -> AsyncIterator[ModelEven
             raise ModelError(f"The upstream model sent malformed output: {data[:200]!r}")
         if chunk.get("error"):
             raise ModelError(f"The upstream model failed mid-stream: {chunk['error']}")
+        info = ModelInfo(
+            _text(chunk.get("model")) or pinned or reported.model,
+            _text(chunk.get("service_tier")) or reported.service_tier,
+        )
+        if info != reported:
+            reported = info
+            yield info
         usage = chunk.get("usage")
         if usage:
             prompt_details = usage.get("prompt_tokens_details") or {}
@@ -210,7 +285,9 @@ async def _chunks_to_events(response: httpx.Response) -> AsyncIterator[ModelEven
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             if delta.get("content"):
-                yield TextDelta(delta["content"])
+                yield TextDelta(delta["content"], _logprobs(choice.get("logprobs")))
+            if delta.get("refusal"):  # the model declined: its words are the answer
+                yield TextDelta(delta["refusal"])
             for call in delta.get("tool_calls") or []:
                 index = int(call.get("index", 0))
                 function = call.get("function") or {}
@@ -236,10 +313,54 @@ async def _chunks_to_events(response: httpx.Response) -> AsyncIterator[ModelEven
         yield Incomplete("max_output_tokens")
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _logprobs(logprobs: Any) -> tuple[dict[str, Any], ...]:
+    """A chunk's `logprobs.content` as Responses logprobs (the same fields; `bytes`,
+    which Chat Completions may leave null, filled in)."""
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    return tuple(_logprob(entry, top=True) for entry in content or () if isinstance(entry, dict))
+
+
+def _logprob(entry: dict[str, Any], *, top: bool) -> dict[str, Any]:
+    token = str(entry.get("token", ""))
+    found = entry.get("bytes")
+    value: dict[str, Any] = {
+        "token": token,
+        "logprob": float(entry.get("logprob") or 0.0),
+        "bytes": found if isinstance(found, list) else list(token.encode()),
+    }
+    if top:
+        alternatives = entry.get("top_logprobs") or ()
+        value["top_logprobs"] = [
+            _logprob(alt, top=False) for alt in alternatives if isinstance(alt, dict)
+        ]
+    return value
+
+
+class ContextOverflow(ModelError):
+    """The upstream refused the request for its context window (`truncation` decides)."""
+
+
+# How OpenAI, vLLM, llama.cpp and LM Studio word a request too long for the context.
+_OVERFLOW = (
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "context size",
+    "context_size",
+    "maximum context",
+)
+
+
 def _status_error(response: httpx.Response) -> ModelError:
     status = response.status_code
     detail = response.text[:300]
     message = f"The upstream model returned HTTP {status}: {detail}"
+    if status in (400, 413) and any(marker in response.text.lower() for marker in _OVERFLOW):
+        return ContextOverflow(message, code="invalid_prompt")
     if status == 429:
         return ModelError(
             message,

@@ -5,7 +5,9 @@ OpenAI does (`input[2].content`, `tools[0].type`): pydantic models with `extra="
 for the fixed shapes, and small dispatch functions for the `type`-tagged unions (input
 items, content parts, tools, tool_choice), which pick the model by tag and build the path
 themselves. `_validation_errors.py` turns pydantic's errors into those 400s, and
-`_openapi.py` documents the same models.
+`_openapi.py` documents the same models. What a request asks of the answer (`text`,
+`reasoning`, `include`) is checked in `_validation_output.py`; what the server cannot
+honour is refused there and here (input files), never dropped.
 
 Before any of that, a body must be standard JSON: an object, nested at most
 MAX_JSON_DEPTH levels, with finite numbers only (`parse_json`).
@@ -17,27 +19,15 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    WithJsonSchema,
-)
+from pydantic import AfterValidator, Field, WithJsonSchema
 
 from ._errors import APIError
-from ._validation_errors import invalid_type, to_api_error
-
-Json = dict[str, Any]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
+from ._validation_base import Json, _Strict
+from ._validation_base import validate as validate  # also the routes'
+from ._validation_errors import invalid_type
+from ._validation_output import Include, ReasoningParam, TextParam, check_output_options
 
 # -- content parts and items ----------------------------------------------------------
 
@@ -50,8 +40,8 @@ class InputText(_Strict):
 class InputImage(_Strict):
     type: Literal["input_image"]
     detail: Literal["low", "high", "auto", "original"] = "auto"
-    image_url: str | None = None
-    file_id: str | None = None
+    image_url: str  # a URL or a data: URL; images by `file_id` are refused (no Files API)
+    file_id: Annotated[None, WithJsonSchema({"type": "null"})] = None
 
 
 class InputFile(_Strict):
@@ -74,10 +64,11 @@ class Refusal(_Strict):
     refusal: str
 
 
+# `input_file` (InputFile, kept to document stored items) is refused: no model is sent
+# files yet, and a part the model never sees must not be accepted (_validate_part).
 PART_MODELS: dict[str, type[_Strict]] = {
     "input_text": InputText,
     "input_image": InputImage,
-    "input_file": InputFile,
     "output_text": OutputText,
     "refusal": Refusal,
 }
@@ -217,9 +208,9 @@ class CreateResponse(_Strict):
     presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
     frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
     truncation: Literal["auto", "disabled"] | None = None
-    include: list[str] | None = None
-    text: Json | None = None
-    reasoning: Json | None = None
+    include: Include | None = None
+    text: TextParam | None = None
+    reasoning: ReasoningParam | None = None
     prompt_cache_key: str | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     safety_identifier: Annotated[str, Field(max_length=64)] | None = None
@@ -229,18 +220,16 @@ class CreateResponse(_Strict):
     ) = None
     # Extension (docs/protocol.md section 10): what to do when the lane is busy.
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
-    # Known but not supported here: rejected with a clear message below.
+    # Known but not supported here: refused with a clear message
+    # (_validation_output.UNSUPPORTED_PARAMETERS).
     prompt: Annotated[Json | None, WithJsonSchema({"type": "null"})] = None
+    context_management: Annotated[Any, WithJsonSchema({"type": "null"})] = None
     # 2026 additions that only tune the service: accepted and ignored.
     access_programs: Any = None
     background_options: Any = None
-    context_management: Any = None
     image: Any = None
     moderation: Any = None
     prompt_cache_options: Any = None
-
-
-UNSUPPORTED_PARAMETERS = {"prompt": "Prompt templates ('prompt') are not supported by this server."}
 
 
 # Deepest nesting of arrays and objects a JSON body may have (the body itself is level 1).
@@ -305,30 +294,9 @@ def _nested_deeper_than(value: Json, limit: int) -> bool:
     return False
 
 
-def validate(model: type[_Strict], value: Any, *, path: str = "") -> Json:
-    """Validate `value` against `model`; raise the OpenAI-style 400 for the first error."""
-    try:
-        return model.model_validate(value).model_dump(exclude_unset=True)
-    except ValidationError as exc:
-        raise to_api_error(exc, path, _model_names()) from None
-
-
-@cache
-def _model_names() -> frozenset[str]:
-    names: set[str] = set()
-    pending: list[type[_Strict]] = [_Strict]
-    while pending:
-        cls = pending.pop()
-        names.add(cls.__name__)
-        pending.extend(cls.__subclasses__())
-    return frozenset(names)
-
-
 def validate_create(body: Json, *, max_input_items: int = 2048, max_tools: int = 128) -> Json:
     params = validate(CreateResponse, body)
-    for name, message in UNSUPPORTED_PARAMETERS.items():
-        if params.get(name) is not None:
-            raise APIError(400, message, param=name, code="unsupported_parameter")
+    check_output_options(params)
     if isinstance(params.get("conversation"), dict):
         params["conversation"] = params["conversation"]["id"]
     if params.get("conversation") and params.get("previous_response_id"):
@@ -422,6 +390,7 @@ def _validate_part(part: Any, *, path: str) -> Json:
     if not isinstance(part, Mapping):
         raise invalid_type(path, "an object", part)
     kind = part.get("type")
+    _refuse_unsent_part(part, path)
     model = PART_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise APIError(
@@ -431,6 +400,29 @@ def _validate_part(part: Any, *, path: str) -> Json:
             code="invalid_value",
         )
     return validate(model, dict(part), path=path)
+
+
+def _refuse_unsent_part(part: Mapping[str, Any], path: str) -> None:
+    """Refuse a content part no model would be sent (rather than drop it): files, and
+    images by `file_id`, need a Files API this server does not have."""
+    if part.get("type") == "input_file":
+        raise APIError(
+            400,
+            f"Invalid content part '{path}': file inputs ('input_file') are not supported by "
+            "this server yet; no model would see the file. Send its text as 'input_text' "
+            "(or an image as 'input_image' with an image_url).",
+            param=path,
+            code="unsupported_value",
+        )
+    if part.get("type") == "input_image" and part.get("file_id") is not None:
+        raise APIError(
+            400,
+            f"Invalid content part '{path}': images by 'file_id' are not supported by this "
+            "server (it has no Files API); send the image as 'image_url', a URL or a "
+            "data: URL.",
+            param=path,
+            code="unsupported_value",
+        )
 
 
 def validate_tool(tool: Any, *, path: str) -> Json:

@@ -25,6 +25,7 @@ DOCUMENTED_REFUSALS = {
     ("invalid_value", "tool_choice"),  # a function not declared in tools
     ("previous_response_not_found", "previous_response_id"),
     ("idempotency_key_reused", "Idempotency-Key"),  # the same key with another body
+    ("invalid_parameter_combination", "Idempotency-Key"),  # a key with store: false
     ("invalid_value", "after"),  # a cursor that is no item of the list
 }
 # Tool pairing (an output without its call, a call without its output, an output twice),

@@ -5,8 +5,11 @@ Chat Completions streaming and plays scripted turns and faults, in order.
 
 Every request body it received is kept in `requests` (its headers in `headers`, its
 arrival time, by `time.monotonic()`, in `arrivals`), so tests can check what history the
-server sent and when. With the script empty it asks `respond` (a function of the request
-body, for tests that script by content, e.g. many concurrent turns), else answers "ok".
+server sent and when. A turn may name the `model` (and `service_tier`) its chunks report;
+asked for `logprobs`, each word chunk carries made-up ones (log probability -0.5, its
+`top_logprobs` alternatives the word and `alt`). With the script empty it asks `respond`
+(a function of the request body, for tests that script by content, e.g. many concurrent
+turns), else answers "ok".
 
 It is as strict about tool pairing as OpenAI's Chat Completions (durability.md, "G5 at the
 wire"): a history where an assistant message's `tool_calls` are not each answered by a
@@ -43,6 +46,9 @@ class Turn:
     cached_tokens: int = 0  # sent as usage.prompt_tokens_details when not 0
     reasoning_tokens: int = 0  # sent as usage.completion_tokens_details when not 0
     pace: float = 0.0  # seconds between two streamed chunks
+    model: str | None = None  # the `model` its chunks report (none when None)
+    service_tier: str | None = None  # the `service_tier` its chunks report
+    body: dict[str, Any] | None = None  # a fault's JSON body (default: a scripted fault)
 
 
 def text(
@@ -53,6 +59,8 @@ def text(
     cached_tokens: int = 0,
     reasoning_tokens: int = 0,
     pace: float = 0.0,
+    model: str | None = None,
+    service_tier: str | None = None,
 ) -> Turn:
     """Stream `value` word by word; `usage` is (prompt_tokens, completion_tokens)."""
     return Turn(
@@ -63,6 +71,8 @@ def text(
         cached_tokens=cached_tokens,
         reasoning_tokens=reasoning_tokens,
         pace=pace,
+        model=model,
+        service_tier=service_tier,
     )
 
 
@@ -71,8 +81,10 @@ def tool_calls(*calls: tuple[str, str, str], pace: float = 0.0) -> Turn:
     return Turn("tool_calls", calls=calls, finish_reason="tool_calls", pace=pace)
 
 
-def fault(status: int, headers: dict[str, str] | None = None) -> Turn:
-    return Turn("fault", status=status, headers=headers or {})
+def fault(
+    status: int, headers: dict[str, str] | None = None, body: dict[str, Any] | None = None
+) -> Turn:
+    return Turn("fault", status=status, headers=headers or {}, body=body)
 
 
 def reset() -> Turn:
@@ -128,6 +140,19 @@ def pairing_error(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
     if pending:
         return _UNANSWERED.format(", ".join(pending)), f"messages.[{opened}].role"
     return None
+
+
+def _made_up_logprob(token: str) -> dict[str, Any]:
+    """A Chat Completions logprob entry (`bytes` null, as some servers send it)."""
+    return {
+        "token": token,
+        "logprob": -0.5,
+        "bytes": None,
+        "top_logprobs": [
+            {"token": token, "logprob": -0.5, "bytes": list(token.encode())},
+            {"token": "alt", "logprob": -1.5, "bytes": list(b"alt")},
+        ],
+    }
 
 
 @dataclass(frozen=True)
@@ -189,6 +214,8 @@ class FakeUpstream:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.0"
             pace = 0.0
+            logprobs = False  # the request asked for logprobs
+            turn = Turn("text")
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -200,6 +227,7 @@ class FakeUpstream:
                     return  # the client died while sending: nothing was asked
                 body = json.loads(raw or b"{}")
                 headers = {key.lower(): value for key, value in self.headers.items()}
+                self.logprobs = bool(body.get("logprobs"))
                 turn = upstream._next(body, headers)
                 with contextlib.suppress(ConnectionError):  # the server hung up, or died
                     self._play(turn)
@@ -217,12 +245,14 @@ class FakeUpstream:
                         self.send_header(key, value)
                     self.send_header("content-type", "application/json")
                     self.end_headers()
-                    self.wfile.write(json.dumps({"error": {"message": "scripted fault"}}).encode())
+                    error = turn.body or {"error": {"message": "scripted fault"}}
+                    self.wfile.write(json.dumps(error).encode())
                     return
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.end_headers()
                 self.pace = turn.pace
+                self.turn = turn
                 if turn.kind == "stall":
                     time.sleep(turn.seconds)
                     return
@@ -267,7 +297,8 @@ class FakeUpstream:
                     usage["prompt_tokens_details"] = {"cached_tokens": turn.cached_tokens}
                 if turn.reasoning_tokens:
                     usage["completion_tokens_details"] = {"reasoning_tokens": turn.reasoning_tokens}
-                self._send("data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
+                final = {"choices": [], "usage": usage, **self._reported()}
+                self._send("data: " + json.dumps(final) + "\n\n")
                 self._send("data: [DONE]\n\n")
 
             def _refuse(self, refusal: Refusal) -> None:
@@ -285,12 +316,24 @@ class FakeUpstream:
             def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> None:
                 if self.pace:
                     time.sleep(self.pace)
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "delta": delta,
+                    "finish_reason": finish_reason,
+                }
+                if self.logprobs and delta.get("content"):
+                    choice["logprobs"] = {"content": [_made_up_logprob(delta["content"])]}
                 payload = {
                     "id": "chatcmpl-fake",
                     "object": "chat.completion.chunk",
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+                    **self._reported(),
+                    "choices": [choice],
                 }
                 self._send(f"data: {json.dumps(payload)}\n\n")
+
+            def _reported(self) -> dict[str, str]:
+                reported = {"model": self.turn.model, "service_tier": self.turn.service_tier}
+                return {key: value for key, value in reported.items() if value is not None}
 
             def _send(self, data: str) -> None:
                 self.wfile.write(data.encode())

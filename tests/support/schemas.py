@@ -19,6 +19,13 @@ openai SDK raises ``APIError`` on any payload with a top-level ``error`` key.
 This project sends the flat OpenAI shape (protocol.md section 10, item 5), so
 ``validate_event`` checks ``error`` events against the OpenAI schema only.
 
+A JSON-schema ``text.format`` echoed in a Response cannot satisfy both either: Open
+Responses declares its ``schema`` as ``null`` (not echoed) where OpenAI requires the schema
+object, and OpenAI's document types ``description`` as a string where the API (and the
+openai SDK) gives ``null`` when none was set, which Open Responses requires as a key. We
+send OpenAI's shape with ``description: null``; ``validate_response`` checks the echoed
+format against each document as that document words it (``_as_in``).
+
 Likewise the reasoning-text events are named ``response.reasoning_text.delta`` /
 ``.done`` by OpenAI (and the openai SDK) but ``response.reasoning.delta`` / ``.done``
 by Open Responses, with the same fields. We send OpenAI's names, and
@@ -205,7 +212,20 @@ def _check(doc: Document, name: str, obj: Any, what: str) -> None:
 def validate_response(obj: Mapping[str, Any]) -> None:
     """Validate a Response object against Open Responses and OpenAI."""
     for doc in (OPENRESPONSES, OPENAI):
-        _check(doc, _RESPONSE[doc], obj, f"response {obj.get('id')!r}")
+        _check(doc, _RESPONSE[doc], _as_in(doc, obj), f"response {obj.get('id')!r}")
+
+
+def _as_in(doc: Document, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`obj` with its echoed JSON-schema text format as `doc` words it (module docstring)."""
+    text = obj.get("text")
+    fmt = text.get("format") if isinstance(text, Mapping) else None
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+        return obj
+    if doc == OPENRESPONSES:
+        fmt = {**fmt, "schema": None}
+    elif fmt.get("description") is None:
+        fmt = {k: v for k, v in fmt.items() if k != "description"}
+    return {**obj, "text": {**text, "format": fmt}}
 
 
 def validate_item(item: Mapping[str, Any]) -> None:
@@ -237,6 +257,8 @@ def validate_event(event: Mapping[str, Any]) -> None:
         name = event_schema_name(doc, doc_type)
         if name is None:
             raise AssertionError(f"{what}: {doc} has no schema for event type {doc_type!r}")
+        if isinstance(checked.get("response"), Mapping):
+            checked = {**checked, "response": _as_in(doc, checked["response"])}
         _check(doc, name, checked, what)
 
 

@@ -52,6 +52,7 @@ class _Part:
 
     type: str
     deltas: list[str] = field(default_factory=list)
+    logprobs: list[Any] = field(default_factory=list)  # of the deltas, in order
     text_done: str | None = None
     done: bool = False
 
@@ -288,8 +289,10 @@ class _Checker:
 
     def check_text(self, event_type: str, event: Mapping[str, Any], state: _Item) -> None:
         content_index = self.content_index(event)
-        if event.get("logprobs") != []:
-            self.fail(f"{event_type} must carry logprobs == [], got {event.get('logprobs')!r}")
+        # `[]` unless the request asked for logprobs (include, top_logprobs): then entries.
+        logprobs = event.get("logprobs")
+        if not isinstance(logprobs, list) or not all(isinstance(p, dict) for p in logprobs):
+            self.fail(f"{event_type} must carry a list of logprobs, got {logprobs!r}")
         part = state.parts.get(content_index)
         if part is None:
             if state.known:
@@ -306,12 +309,15 @@ class _Checker:
             if not isinstance(delta, str):
                 self.fail(f"delta must be a string, got {delta!r}")
             part.deltas.append(delta)
+            part.logprobs.extend(logprobs)
             return
         text = event.get("text")
         if text != "".join(part.deltas):
             self.fail(
                 f"output_text.done text {text!r} != concatenated deltas {''.join(part.deltas)!r}"
             )
+        if logprobs != part.logprobs:
+            self.fail("output_text.done logprobs differ from the deltas' logprobs")
         part.text_done = str(text)
 
     def check_arguments(self, event_type: str, event: Mapping[str, Any], state: _Item) -> None:
