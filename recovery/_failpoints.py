@@ -45,6 +45,11 @@ def _armed() -> tuple[str | None, int]:
 _name, _remaining = _armed()
 
 
+def armed(name: str) -> bool:
+    """Whether `name` is the armed point (to reach its worst moment first)."""
+    return name == _name
+
+
 def failpoint(name: str) -> None:
     """Exit the process here if this point is armed (and its count is reached)."""
     global _remaining

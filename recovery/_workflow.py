@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import hashlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._journal import ToolOutcomeUnknown, idempotency_key
+from ._journal import ToolOutcomeUnknown, _outlast, idempotency_key
 from ._tools import tool_output
 
 if TYPE_CHECKING:
@@ -132,14 +133,24 @@ class WorkflowContext:
             raise ToolOutcomeUnknown(name, call_id, key, [])
         token = _current_key.set(key)
         try:
-            value = await _run_step(fn, *args, **kwargs)
-            state, output = "completed", json.dumps(value, default=str)
-        except Exception as exc:
-            state, output = "errored", f"Error: step '{name}' failed: {type(exc).__name__}: {exc}"
-            value = None
+            body = _start_step(fn, *args, **kwargs)
         finally:
             _current_key.reset(token)
+        # Like a tool body: once started, a step is waited for even if the turn is
+        # cancelled (a shutdown), and its outcome recorded before the cancellation goes
+        # on, so no other process runs it while it may still act (G3, G8).
+        _, interrupted = await _outlast(body, None)
+        if body.cancelled() and isinstance(body, asyncio.Task) and body.cancelling():
+            raise interrupted or asyncio.CancelledError()  # cut by the loop closing: G4
+        try:
+            value = await body
+            state, output = "completed", json.dumps(value, default=str)
+        except (Exception, asyncio.CancelledError) as exc:  # a step that cancelled itself fails
+            state, output = "errored", f"Error: step '{name}' failed: {type(exc).__name__}: {exc}"
+            value = None
         await store.finish_call(self.response_id, runner.fence, call_id, state=state, output=output)
+        if interrupted is not None:
+            raise interrupted
         await self._record_output(call_id, output)
         if state == "errored":
             raise StepFailed(output)
@@ -177,14 +188,21 @@ class WorkflowContext:
         )
 
 
-async def _run_step(fn: Callable[..., Awaitable[T] | T], *args: Any, **kwargs: Any) -> T:
-    """Await an async step; run a plain one in a thread, as plain tools are, so that its
-    blocking calls do not stall the event loop (the step's idempotency key goes along in
-    the thread's copy of the context)."""
+def _start_step(
+    fn: Callable[..., Awaitable[T] | T], *args: Any, **kwargs: Any
+) -> asyncio.Future[T]:
+    """Start a step on its own: an async step in a task of its own, a plain one in a
+    thread, as plain tools are, so that its blocking calls do not stall the event loop.
+    Either takes a copy of the context, with the step's idempotency key in it."""
     if inspect.iscoroutinefunction(fn):
-        result: T = await fn(*args, **kwargs)
-        return result
-    value = await asyncio.to_thread(fn, *args, **kwargs)
+        return asyncio.ensure_future(fn(*args, **kwargs))
+    run = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    thread = asyncio.get_running_loop().run_in_executor(None, run)
+    return asyncio.ensure_future(_awaited(thread))
+
+
+async def _awaited(thread: Awaitable[Any]) -> Any:
+    value = await thread
     if inspect.isawaitable(value):  # a plain callable that returned a coroutine
         value = await value
     return value

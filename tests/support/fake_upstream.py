@@ -76,9 +76,10 @@ def text(
     )
 
 
-def tool_calls(*calls: tuple[str, str, str], pace: float = 0.0) -> Turn:
-    """Stream these (call id, name, arguments) calls, the arguments in two pieces each."""
-    return Turn("tool_calls", calls=calls, finish_reason="tool_calls", pace=pace)
+def tool_calls(*calls: tuple[str, str, str], pace: float = 0.0, preface: str = "") -> Turn:
+    """Stream these (call id, name, arguments) calls, the arguments in two pieces each,
+    after the text `preface` word by word (a model that says what it is about to do)."""
+    return Turn("tool_calls", text=preface, calls=calls, finish_reason="tool_calls", pace=pace)
 
 
 def fault(
@@ -268,6 +269,10 @@ class FakeUpstream:
                     for i, word in enumerate(words):
                         self._chunk({"content": word if i == 0 else " " + word})
                 else:
+                    if turn.text:
+                        words = turn.text.split(" ")
+                        for i, word in enumerate(words):
+                            self._chunk({"content": word if i == 0 else " " + word})
                     for index, (call_id, name, arguments) in enumerate(turn.calls):
                         self._chunk(
                             {

@@ -1,0 +1,38 @@
+"""A workflow whose steps outlive a short shutdown grace: a plain (`def`) step that blocks
+in its thread and an async one, each logging when it starts and when its effect lands
+(files under SIDE_EFFECTS_DIR, as in tests/agents/thread_tool_agent.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from recovery import WorkflowContext, workflow
+from tests.agents.thread_tool_agent import _append
+
+
+def post(ctx: WorkflowContext, amount: int) -> str:
+    """Post a payment through a slow blocking client; neither idempotent nor reconcilable."""
+    key = ctx.idempotency_key
+    _append("post.started", key, str(amount))
+    time.sleep(2)
+    _append("post", key, str(amount))
+    return f"posted {amount}"
+
+
+async def notify(ctx: WorkflowContext, to: str) -> str:
+    key = ctx.idempotency_key
+    _append("notify.started", key, to)
+    await asyncio.sleep(2)
+    _append("notify", key, to)
+    return f"notified {to}"
+
+
+@workflow
+async def plain(ctx: WorkflowContext) -> str:
+    return await ctx.step("post", post, ctx, 5)
+
+
+@workflow
+async def asynchronous(ctx: WorkflowContext) -> str:
+    return await ctx.step("notify", notify, ctx, "ops")

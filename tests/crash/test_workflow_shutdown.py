@@ -1,0 +1,48 @@
+"""A workflow step running when a graceful shutdown's grace ends is waited for, recorded
+once, and reused by the process that takes the turn over (G3, G8): before, the step's
+thread or task was abandoned, the lease released, and the survivor either ran the step a
+second time or failed the turn `tool_outcome_unknown` with no crash at all."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import StartServer
+from tests.crash._support import check_replays, log_lines, wait_terminal, wait_until
+from tests.support.side_effects import runs_per_key
+
+# A lease TTL far above the test's waits: the survivor resumes only because the lease
+# was released, and a grace period that ends while the step still runs.
+FAST = ("--lease-ttl", "120", "--scan-interval", "0.2", "--shutdown-grace", "0.3")
+
+
+@pytest.mark.parametrize(
+    ("handler", "step"),
+    [
+        pytest.param("plain", "post", id="thread"),
+        pytest.param("asynchronous", "notify", id="async"),
+    ],
+)
+def test_a_workflow_step_running_at_sigterm_takes_effect_once(
+    start_server: StartServer, tmp_path: Path, handler: str, step: str
+) -> None:
+    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    args = ("--agent", f"tests.agents.slow_workflow_agent:{handler}", *FAST)
+    env = {"SIDE_EFFECTS_DIR": str(folder)}
+    first = start_server(*args, db=db, env=env)
+    survivor = start_server(*args, db=db, env=env)
+    body = {"model": "m", "input": "go", "background": True}
+    created = httpx.post(f"{first.url}/v1/responses", json=body, timeout=30).json()
+    wait_until(lambda: len(log_lines(folder, f"{step}.started")) == 1, "the step to start")
+
+    assert first.stop(signal.SIGTERM) == 0
+    final = wait_terminal(survivor.url, created["id"], deadline=20)
+
+    assert final["status"] == "completed", final.get("error")
+    assert list(runs_per_key(folder, step).values()) == [1], "the effect happened once"
+    assert len(log_lines(folder, f"{step}.started")) == 1, "the step ran once"
+    check_replays(survivor.url, created["id"], final)
