@@ -29,9 +29,11 @@ WORKLOADS = (
     "recovery",
     "memory",
     "scale",
+    "slow-readers",
     "ceiling",
 )
-NEEDS_OWN_SERVER = {"recovery", "memory", "scale"}  # they kill, measure or fill the server
+# They kill, measure or fill the server.
+NEEDS_OWN_SERVER = {"recovery", "memory", "scale", "slow-readers"}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -42,7 +44,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--base-url",
         help="measure this server instead of starting one (poll, create, stream, background, "
-        "durability; the ceiling still runs locally; recovery, memory, scale are skipped)",
+        "durability; the ceiling still runs locally; recovery, memory, scale, slow-readers are "
+        "skipped)",
     )
     parser.add_argument("--runs", type=int, help="runs per figure (default: by size)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "latest.json")
@@ -112,6 +115,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Row]]:
                 ({"recovery"}, "recovery", lambda: w.recovery(bench)),
                 ({"memory"}, "memory", lambda: w.memory(bench)),
                 ({"scale"}, "scale", lambda: w.scale(bench)),
+                ({"slow-readers"}, "slow-readers", lambda: w.slow_readers(bench)),
             ]
             for names, label, step in steps:
                 if not names & chosen:
@@ -135,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(
         f"durable-responses bench, size {args.size}, median of {meta['runs']} runs "
-        f"({meta['heavy_runs']} for recovery and memory), "
+        f"({meta['heavy_runs']} for recovery, memory and slow-readers), "
         f"{meta['date']}, {meta['cpus']} CPUs ({meta['machine']})"
     )
     print(table(rows))

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ._procs import cpu_seconds, rss_bytes
+from ._slow_readers import slow_readers
 from ._stats import summary_ms
 from ._wire import Connection, HTTPError
 
@@ -372,4 +373,5 @@ WORKLOADS: dict[str, Callable[[Spec], Coroutine[Any, Any, dict[str, Any]]]] = {
     "await_terminal": await_terminal,
     "hold_streams": hold_streams,
     "hold_queue": hold_queue,
+    "slow_readers": slow_readers,
 }

@@ -115,3 +115,14 @@ def sample_ids(path: Path, n: int, seed: int = 7) -> list[str]:
             ]
     rng.shuffle(ids)
     return ids
+
+
+def log_bytes(path: Path, response_id: str) -> int:
+    """Bytes of one response's event log (its events' JSON texts), read beside a
+    running server."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(length(CAST(data AS BLOB))), 0) FROM events WHERE response_id = ?",
+            (response_id,),
+        ).fetchone()
+        return int(row[0])

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 class Size:
     name: str
     runs: int  # every figure is the median of this many runs
-    heavy_runs: int  # runs of the slow workloads (recovery, memory), which vary little
+    heavy_runs: int  # runs of the slow workloads (recovery, memory, slow-readers): steadier
     warmup: float  # seconds before each measured window
     duration: float  # seconds of each measured window
     clients: int  # concurrent clients of the throughput workloads (the reference used 16)
@@ -21,6 +21,8 @@ class Size:
     scale_small: int  # stored responses, the small store (created over HTTP)
     scale_large: int  # stored responses, the large store (SQL copies of the small one)
     scale_clients: int  # concurrent clients measuring poll latency in `scale`
+    slow_readers: int  # stalled replays of one large log in `slow-readers`
+    slow_log_words: int  # words of that log's answer, 40 letters each (12,000: about 5 MB)
 
     def with_runs(self, runs: int | None) -> Size:
         return self if runs is None else replace(self, runs=runs, heavy_runs=runs)
@@ -42,6 +44,8 @@ SIZES: dict[str, Size] = {
         scale_small=20,
         scale_large=200,
         scale_clients=2,
+        slow_readers=20,
+        slow_log_words=3_000,
     ),
     "small": Size(
         name="small",
@@ -58,6 +62,8 @@ SIZES: dict[str, Size] = {
         scale_small=1000,
         scale_large=100_000,
         scale_clients=4,
+        slow_readers=300,
+        slow_log_words=12_000,
     ),
     "full": Size(
         name="full",
@@ -74,5 +80,7 @@ SIZES: dict[str, Size] = {
         scale_small=1000,
         scale_large=1_000_000,
         scale_clients=4,
+        slow_readers=300,
+        slow_log_words=12_000,
     ),
 }

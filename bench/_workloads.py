@@ -29,6 +29,11 @@ Result = tuple[dict[str, Any], list[Row]]
 MB = 1024 * 1024
 BACKGROUND_POLL_INTERVAL = 0.02  # seconds between a background client's GETs
 STREAM_DELAY_MS = 600_000  # a delta every 10 minutes: the memory streams stay open
+SLOW_READER_RCVBUF = 4096  # bytes: a slow reader's receive buffer (and so its TCP window)
+SLOW_READER_CYCLES = 2  # open-hold-close cycles per run: memory must not ratchet up
+HEALTH_TARGET_MS = 100.0
+SLOW_READER_GROWTH_MB = 100.0
+PHASES = ("opening", "held", "closing")
 
 
 class LoadError(RuntimeError):
@@ -442,3 +447,103 @@ def scale(bench: Bench) -> Result:
     for path in large_db.parent.glob(large_db.name + "*"):
         path.unlink()
     return details, rows
+
+
+def slow_readers(bench: Bench) -> Result:
+    """Workload 10 (issue 12, item 5): N replays of one completed response's large event
+    log to clients that read nothing (small receive buffers), opened, held and closed
+    twice, against the same server with no readers: /healthz latency, peak RSS and
+    server CPU per phase."""
+    size = bench.size
+    runs = []
+    for run in range(size.heavy_runs):
+        name = f"slow-readers-{run}"
+        proc = bench.server(name, "--max-streams-per-tenant", str(size.slow_readers + 10))
+        response_id = _large_log(bench, proc, size.slow_log_words)
+        result = bench.load(
+            "slow_readers",
+            proc.url,
+            proc.pid,
+            response_id=response_id,
+            count=size.slow_readers,
+            rcvbuf=SLOW_READER_RCVBUF,
+            probe_interval=0.05,
+            hold=size.duration,
+            cycles=SLOW_READER_CYCLES,
+            settle_timeout=120,
+            timeout=300 * SLOW_READER_CYCLES,
+        )
+        result["log_bytes"] = _fill.log_bytes(bench.workdir / f"{name}.db", response_id)
+        if result["errors"]:
+            bench.log(f"  slow-readers: {result['errors']} errors, e.g. {result['first_errors']}")
+        runs.append(result)
+        proc.kill()
+    return {"runs": runs, "rcvbuf": SLOW_READER_RCVBUF}, _slow_reader_rows(runs, size.slow_readers)
+
+
+def _large_log(bench: Bench, proc: Proc, words: int) -> str:
+    """A completed background response whose answer is `words` words of 40 letters."""
+    text = f"[[words {words}]] {'x' * 40}"
+    made = bench.load("fill", proc.url, count=1, clients=1, background=True, input=text)
+    response_id: str = made["ids"][0]
+    done = bench.load("await_terminal", proc.url, ids=[response_id], t0=0.0, timeout=120, clients=1)
+    if done["lost"]:
+        raise LoadError(f"the large response did not complete: {done['statuses']}")
+    return response_id
+
+
+def _worst(run: dict[str, Any], phase: str, *path: str) -> float:
+    """The worst (largest) figure of a phase over a run's cycles."""
+    return max(_med([cycle[phase]], *path) for cycle in run["cycles"])
+
+
+def _slow_reader_rows(runs: list[dict[str, Any]], readers: int) -> list[Row]:
+    opened = min(min(c["opened"] for c in r["cycles"]) for r in runs)
+    idle_rss = median([r["idle"]["rss_peak"] / MB for r in runs])
+    peak = median([max(_worst(r, p, "rss_peak") for p in PHASES) / MB for r in runs])
+    after = median([r["rss_after"] / MB for r in runs])
+    growth = peak - idle_rss
+    rows = [
+        Row("slow-readers", "event log of the response", _med(runs, "log_bytes") / MB, "MB"),
+        Row("slow-readers", "readers opened (min of cycles)", float(opened), "", str(readers)),
+        Row("slow-readers", "RSS, no readers", idle_rss, "MB"),
+        Row(
+            "slow-readers",
+            f"RSS peak, {readers:,} readers, {SLOW_READER_CYCLES} cycles",
+            peak,
+            "MB",
+        ),
+        Row(
+            "slow-readers",
+            "RSS growth at peak",
+            growth,
+            "MB",
+            f"< {SLOW_READER_GROWTH_MB:g} MB",
+            below(growth, SLOW_READER_GROWTH_MB) if opened == readers else False,
+        ),
+        Row("slow-readers", f"RSS after {SLOW_READER_CYCLES} cycles", after, "MB"),
+        Row(
+            "slow-readers", "/healthz p50, no readers", _med(runs, "idle", "health_ms", "p50"), "ms"
+        ),
+        Row(
+            "slow-readers", "/healthz p99, no readers", _med(runs, "idle", "health_ms", "p99"), "ms"
+        ),
+    ]
+    for phase in PHASES:
+        p99 = median([_worst(r, phase, "health_ms", "p99") for r in runs])
+        worst = median([_worst(r, phase, "health_ms", "max") for r in runs])
+        cpu = median([_worst(r, phase, "server_cpu_seconds") for r in runs])
+        target = f"< {HEALTH_TARGET_MS:g} ms"
+        rows += [
+            Row(
+                "slow-readers",
+                f"/healthz p99, {phase} readers",
+                p99,
+                "ms",
+                target,
+                below(p99, HEALTH_TARGET_MS),
+            ),
+            Row("slow-readers", f"/healthz max, {phase} readers", worst, "ms"),
+            Row("slow-readers", f"server CPU, {phase} readers", cpu, "s"),
+        ]
+    return rows

@@ -226,6 +226,12 @@ class Emitter:
             events += self.function_call_delta(delta)
         return events + self._close_calls("completed")
 
+    def drop_open(self) -> list[Event]:
+        """Close whatever is open as cut off, a message with no content: the turn failed,
+        so its partial text is no answer (its text events stay as streamed)."""
+        events = self._drop_message(self._message) if self._message is not None else []
+        return events + self._close_calls("incomplete")
+
     def close_open(self, status: str = "completed") -> list[Event]:
         """Close every open item (`incomplete` when the step was cut off)."""
         return self._close_message(status) + self._close_calls(status)

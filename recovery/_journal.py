@@ -26,6 +26,7 @@ import asyncio
 import functools
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -139,7 +140,7 @@ class ToolPhase:
         tool = self.tools[name]
         if entry is not None and entry.state in ("completed", "errored"):
             assert entry.output is not None
-            self._observe("reused")
+            self._observe("reused", call)
             return entry.output  # G3: a recorded output is reused, never re-run
         if entry is not None:
             key = entry.idempotency_key  # the key its first attempt was given
@@ -149,6 +150,11 @@ class ToolPhase:
             self.over_budget = True
             output = f"Error: not run; this turn's budget of tool calls is spent ({name})."
             return await self._journal(call, key, output)
+        if entry is None and self._runner.stopping:
+            # Cancelled or steered before this call started: only a body already running
+            # may finish (G9); this one is answered without running, keeping pairing (G5).
+            output = f"Error: not run; the turn was stopped before this call of '{name}' started."
+            return await self._journal(call, key, output)
         try:
             arguments = tool.parse_arguments(call["arguments"])
         except ToolArgumentsError as exc:
@@ -157,9 +163,18 @@ class ToolPhase:
                 return await self._journal(call, key, output)
             return await self._record(call_id, "errored", output)
         if entry is None:
-            await self._journal(call, key)
+            # A claim commits even if the turn is cancelled while it waits for it; then
+            # the body runs all the same (and the cancellation goes on after its outcome
+            # is recorded) rather than leave a claim no body answers, which would fail
+            # closed (G4) for a call that never ran.
+            claim = asyncio.ensure_future(self._journal(call, key))
+            _, interrupted = await _outlast(claim, None)
+            claim.result()  # the claim's own failure (a lost lease) stops here
             fp.failpoint(fp.TOOL_CLAIMED)
-            return await self._run_body(tool, call, key, 1, arguments)
+            output = await self._run_body(tool, call, key, 1, arguments)
+            if interrupted is not None:
+                raise interrupted
+            return output
         settled = await self._settle_ambiguous(tool, call, key, entry, arguments)
         if settled is not None:
             return settled
@@ -175,10 +190,10 @@ class ToolPhase:
             ctx = self._context(call, key, entry.attempts + 1)
             found = await tool.reconciled(ctx, arguments)
             if found is not None:
-                self._observe("reconciled")
+                self._observe("reconciled", call)
                 return await self._record(call_id, "completed", tool_output(found))
         elif not tool.idempotent:
-            self._observe("unknown")
+            self._observe("unknown", call)
             if self._settings.ambiguous_calls == "fail":
                 raise ToolOutcomeUnknown(name, call_id, key, [])
             return await self._record(
@@ -190,7 +205,7 @@ class ToolPhase:
         await self._store.reclaim_call(
             self._runner.response_id, self._runner.fence, call_id, step=self._step
         )
-        self._observe("rerun")
+        self._observe("rerun", call)
         return None
 
     async def _run_body(
@@ -198,6 +213,7 @@ class ToolPhase:
     ) -> str:
         """Run the body and record its outcome, waiting for its end even if the turn is
         cancelled meanwhile (the cancellation is raised once the outcome is recorded)."""
+        started = time.monotonic()
         body = tool.start(self._context(call, key, attempt), arguments)
         ended, interrupted = await _outlast(body, tool.timeout if tool.in_thread else None)
         if ended:
@@ -205,7 +221,7 @@ class ToolPhase:
             if outcome is None:  # cut from outside: ambiguous, left `claimed` for G4
                 raise interrupted or asyncio.CancelledError()
             state, output = outcome
-            self._observe(state)
+            self._observe(state, call, time.monotonic() - started)
         else:
             body.add_done_callback(functools.partial(_log_late_end, self._rid, call))
             settled = await self._overran(tool, call, key, attempt, arguments)
@@ -241,7 +257,16 @@ class ToolPhase:
             return "errored", f"Error: tool '{name}' timed out after {tool.timeout}s."
         if not isinstance(exc, Exception):
             raise exc  # a control-flow signal, not a tool's failure
-        log.info("response %s: tool %s raised %r", self._rid, name, exc)
+        # The exception's type only: its message may carry the call's arguments, which
+        # come from user input; it is logged at debug level (README, Tools).
+        log.info(
+            "response %s: tool %s (call %s) raised %s",
+            self._rid,
+            name,
+            call["call_id"],
+            type(exc).__name__,
+        )
+        _debug_tool_error(self._rid, call, exc)
         return "errored", f"Error: tool '{name}' failed: {type(exc).__name__}: {exc}"
 
     async def _overran(
@@ -268,9 +293,9 @@ class ToolPhase:
         if tool.reconcile is not None:
             found = await tool.reconciled(self._context(call, key, attempt), arguments)
             if found is not None:
-                self._observe("reconciled")
+                self._observe("reconciled", call)
                 return "completed", tool_output(found)
-        self._observe("unknown")
+        self._observe("unknown", call)
         why = (
             f"it was still running when its timeout of {tool.timeout}s passed and may still "
             "take effect, so it was not run again."
@@ -300,8 +325,8 @@ class ToolPhase:
         )
         return output or ""
 
-    def _observe(self, outcome: str) -> None:
-        self._runner.runtime.observer.tool_call(outcome)
+    def _observe(self, outcome: str, call: Item, seconds: float | None = None) -> None:
+        self._runner.runtime.observer.tool_call(outcome, call["name"], seconds)
 
     @property
     def _rid(self) -> str:
@@ -361,7 +386,21 @@ def _log_late_end(response_id: str, call: Item, body: asyncio.Future[Any]) -> No
         response_id,
         call["name"],
         call["call_id"],
-        "returned" if error is None else f"raised {error!r}",
+        "returned" if error is None else f"raised {type(error).__name__}",
+    )
+    if error is not None:
+        _debug_tool_error(response_id, call, error)
+
+
+def _debug_tool_error(response_id: str, call: Item, error: BaseException) -> None:
+    """A tool's exception with its message and traceback, at debug level only."""
+    log.debug(
+        "response %s: tool %s (call %s) raised: %s",
+        response_id,
+        call["name"],
+        call["call_id"],
+        error,
+        exc_info=error,
     )
 
 

@@ -129,6 +129,9 @@ class TurnRunner:
         self._step = record.step
         self._stop_reason: str | None = None
         self.started = False  # False while a foreground turn waits for its lane
+        # Paused or cut by a shutdown, leaving nothing unrecorded: its lease may be
+        # released for another process to resume it at once.
+        self.handed_over = False
         self._draining = False
         self._model_task: asyncio.Task[tuple[Incomplete | None, list[FunctionCallDelta]]] | None = (
             None
@@ -183,6 +186,7 @@ class TurnRunner:
                 return self._lost()
             if stop.reason == "shutdown":
                 await self._sink.flush()
+                self.handed_over = True
                 log.info("response %s: paused at a step boundary for shutdown", self.response_id)
                 return self._resolve()
             outcome = stopped(stop.reason)
@@ -197,6 +201,7 @@ class TurnRunner:
         except StepFailed as exc:
             outcome = failed("server_error", str(exc))
         except asyncio.CancelledError:
+            self.handed_over = True  # cut off: its running tool bodies were recorded first
             self._resolve()
             raise
         except Exception:
@@ -225,8 +230,11 @@ class TurnRunner:
                     return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_steps")
                 incomplete, deltas = await self._model_step(agent, history)
                 first = len(self._emitter.output)
+                # Closing the step's message goes with its calls: with server calls, both
+                # commit with the step record, so no step's text is ever logged as
+                # finished while its calls are not.
                 call_events = self._emitter.function_calls(deltas)
-                calls = self._emitter.output[first:]
+                calls = [i for i in self._emitter.output[first:] if i["type"] == "function_call"]
                 server_calls = [c for c in calls if c["name"] in phase.tools]
                 if not server_calls:
                     self._sink.emit(call_events)
@@ -235,6 +243,8 @@ class TurnRunner:
                             ResponseStatus.INCOMPLETE, incomplete_reason=incomplete.reason
                         )
                     return Outcome(ResponseStatus.COMPLETED)
+                if fp.armed(fp.STEP_STREAMED):  # its worst moment: all else is committed
+                    await self._sink.flush()
                 fp.failpoint(fp.STEP_STREAMED)
                 await self._record_step(calls, call_events)
                 fp.failpoint(fp.STEP_RECORDED)
@@ -367,8 +377,7 @@ class TurnRunner:
             else:
                 incomplete = event
             fp.failpoint(fp.MODEL_STREAM)
-        sink.emit(emitter.close_open())
-        return incomplete, calls
+        return incomplete, calls  # the open message is closed by the caller, with the calls
 
     def _answered_by(self, info: ModelInfo) -> None:
         """Report the model (and tier) that answered, not the names the request asked
@@ -538,7 +547,9 @@ class TurnRunner:
 
     async def _finish(self, outcome: Outcome) -> None:
         emitter, sink = self._emitter, self._sink
-        sink.emit(emitter.close_open("incomplete"))
+        failed = outcome.status == ResponseStatus.FAILED
+        # A stopped turn's partial text is its answer (interrupt); a failed one has none.
+        sink.emit(emitter.drop_open() if failed else emitter.close_open("incomplete"))
         try:
             try:
                 terminal = await self._save_terminal(outcome)

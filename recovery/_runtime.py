@@ -3,6 +3,12 @@
 It owns one task group for every runner of this process. Everything that coordinates
 runs (status, lease, cancel flag, events) is in the store; the in-process maps below
 only make things faster (a local cancel reaches its runner at once).
+
+The runtime outlives its store's failures (a full disk, a vanished file): its chores
+retry with backoff (_chores.py), and a turn that cannot be claimed or recovered is left
+for the next scan. Anything else that escapes one of its tasks is a bug it does not try
+to survive: it logs it and stops for good (`failure`, `wait_stopped`), and the server
+exits so that its supervisor starts it again.
 """
 
 from __future__ import annotations
@@ -28,12 +34,15 @@ from store import (
     ResponseRecord,
     SQLiteStore,
     StoreError,
+    StoreUnavailable,
+    StoreVanished,
 )
 from store import QueueFull as StoreQueueFull
 
 from . import _failpoints as fp
 from ._agent import Agent
 from ._broker import Broker
+from ._chores import Chore
 from ._emitter import Emitter
 from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
 from ._history import check_tool_pairing, load_history
@@ -70,6 +79,7 @@ class RuntimeSettings:
     max_queued_per_tenant: int = 1000  # queued background responses one tenant may have
     retention: float = 30 * 86400.0  # seconds finished responses and their data are kept
     purge_interval: float = 3600.0  # seconds between retention purges
+    chore_retry_max: float = 10.0  # longest pause of a chore retrying a failed store
 
 
 class Runtime:
@@ -99,29 +109,102 @@ class Runtime:
         self._tg: asyncio.TaskGroup | None = None
         self.ready = asyncio.Event()  # set when the first recovery scan is done
         self.draining = False  # shutting down: no new work is taken
+        self._failure: BaseException | None = None  # what stopped the runtime for good
+        self._stopped = asyncio.Event()  # `running` has ended, however it ended
+        self._start_failure: StoreError | None = None  # a claim or recovery that failed
         self._lane_freed: dict[str, asyncio.Event] = {}  # wakes foreground turns waiting
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
         """Run the runtime's background work (recovery scans, heartbeats, runners) for the
-        duration of the block; serving does not wait for the first scan."""
-        async with asyncio.TaskGroup() as tg:
-            self._tg = tg
-            self._leases.start()
-            scanner = tg.create_task(self._scan_forever())
-            purger = tg.create_task(self._purge_forever())
-            heartbeat = tg.create_task(self._heartbeat_forever())
-            try:
-                yield self
-            finally:
-                scanner.cancel()
-                purger.cancel()
+        duration of the block; serving does not wait for the first scan. An exception
+        that escapes one of its tasks stops it for good: it is logged at once, the block
+        is cancelled, and the group's exception leaves `running` (see `failure`)."""
+        settings = self.settings
+        retry = settings.chore_retry_max
+        scan = Chore("recovery scan", self._scan_once, settings.scan_interval, retry)
+        purge = Chore("retention purge", self._purge_once, settings.purge_interval, retry)
+        beat = min(settings.heartbeat_interval, settings.lease_ttl / 4)
+        heartbeat = Chore("heartbeat", self._heartbeat_once, beat, retry)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                self._leases.start()
+                scanner = tg.create_task(self._fatal_if_raises(scan.forever()))
+                purger = tg.create_task(self._fatal_if_raises(purge.forever()))
+                beating = tg.create_task(self._fatal_if_raises(heartbeat.forever()))
                 try:
-                    await self._drain()  # leases are renewed until it has released them
+                    yield self
                 finally:
-                    heartbeat.cancel()
-                    await self._leases.stop()
-                    self._tg = None
+                    scanner.cancel()
+                    purger.cancel()
+                    try:
+                        await self._drain()  # leases are renewed until it has released them
+                    finally:
+                        beating.cancel()
+                        await self._leases.stop()
+                        self._tg = None
+        except BaseExceptionGroup as group:
+            self._stopped_by(group)  # the block's own exception, if no task's came first
+            raise
+        finally:
+            self._stopped.set()
+
+    async def _fatal_if_raises(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run one task of the runtime's group; what escapes it stops the runtime, and is
+        logged now rather than after the drain that follows."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self._stopped_by(exc)
+            raise
+
+    def _stopped_by(self, exc: BaseException) -> None:
+        if self._failure is not None:
+            return
+        self._failure = exc
+        log.critical(
+            "the runtime stopped for good: %s: %s; no turn runs in this process any more, "
+            "and the server exits so that its supervisor restarts it",
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
+
+    @property
+    def alive(self) -> bool:
+        """True while the runtime runs (between `running`'s start and end, not stopped)."""
+        return self._tg is not None and self._failure is None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """What stopped the runtime for good (an exception a task did not handle)."""
+        return self._failure
+
+    async def wait_stopped(self) -> None:
+        """Return once `running` has ended: for good (`failure`), or at shutdown."""
+        await self._stopped.wait()
+
+    async def readiness(self) -> tuple[str, str | None]:
+        """("ready", None), or (state, why) this process should not be sent requests:
+        "starting" until the first recovery scan is done, "stopping" while shutting down,
+        "stopped" once the runtime stopped for good, "store_unavailable" while the store
+        cannot be read or written (a full disk: this passes by itself when space frees
+        up; a database file deleted or replaced under the server: it does not)."""
+        if not self.alive:
+            return "stopped", "the runtime is not running"
+        if self.draining:
+            return "stopping", "the server is shutting down"
+        try:
+            await self.store.check_writable()
+            await self.store.ping()
+        except StoreError as exc:
+            return "store_unavailable", str(exc)
+        if not self.ready.is_set():
+            return "starting", "the first recovery scan has not finished"
+        return "ready", None
 
     async def _drain(self) -> None:
         """Graceful shutdown (G8): running turns finish their step and checkpoint within
@@ -134,7 +217,8 @@ class Runtime:
         process runs a call whose body may still act here (G3). Cancelling the drain
         itself (a server giving up on it) only ends the grace period early."""
         self.draining = True
-        for runner in list(self._runners.values()):
+        runners = list(self._runners.values())
+        for runner in runners:
             runner.request_drain()
         interrupted: asyncio.CancelledError | None = None
         pending = set(self._tasks)
@@ -156,8 +240,12 @@ class Runtime:
                 _, pending = await asyncio.wait(pending)
             except asyncio.CancelledError as exc:
                 interrupted = exc  # a body may still act: its lease is not given up yet
+        # Only turns handed over (paused at a boundary, or cut after their bodies ended)
+        # are released, by their fences: a turn that failed here, or whose end could not
+        # be saved, keeps its lease until it expires, so its recovery is counted (G1).
+        handed = [(r.response_id, r.fence) for r in runners if r.handed_over]
         try:
-            await asyncio.shield(self.store.release_leases(self.owner))
+            await asyncio.shield(self.store.release_leases(handed))
         except StoreError as exc:
             log.warning("could not release leases: %s", exc)
         if interrupted is not None:
@@ -165,14 +253,17 @@ class Runtime:
 
     # -- recovery -----------------------------------------------------------------------
 
-    async def _scan_forever(self) -> None:
-        while True:
-            try:
-                await self.scan()
-            except StoreError as exc:
-                log.warning("recovery scan failed: %s", exc)
+    async def _scan_once(self) -> None:
+        """One round of the scan chore. A claim or recovery that the last round started
+        and that failed for the store fails this round, so the chore backs off."""
+        try:
+            self.store.check_file()  # a vanished database is noticed even when idle
+            failed, self._start_failure = self._start_failure, None
+            await self.scan()
+            if failed is not None:
+                raise failed
+        finally:
             self.ready.set()
-            await asyncio.sleep(self.settings.scan_interval)
 
     async def scan(self) -> int:
         """Start every unfinished response nobody holds; return how many were found."""
@@ -193,13 +284,14 @@ class Runtime:
         finally:
             self._starting.discard(response_id)
 
-    async def _purge_forever(self) -> None:
-        while True:
-            try:
-                await self.purge(time.time())
-            except StoreError as exc:
-                log.warning("retention purge failed: %s", exc)
-            await asyncio.sleep(self.settings.purge_interval)
+    def _start_failed(self, response_id: str, exc: StoreError) -> None:
+        """A turn could not be claimed or recovered for the store: the next scan finds it
+        again, and the scan chore reports the failure and backs off."""
+        log.debug("response %s: not started (%s); the recovery scan retries", response_id, exc)
+        self._start_failure = exc
+
+    async def _purge_once(self) -> None:
+        await self.purge(time.time())
 
     async def purge(self, now: float) -> tuple[int, int]:
         """Apply the retention period as of `now` (never touching unfinished responses)."""
@@ -211,7 +303,10 @@ class Runtime:
     async def _recover(self, response_id: str) -> None:
         if self.draining:
             return  # shutting down: takes no new work (G8)
-        record = await self.store.recover(response_id, self.owner, self.settings.lease_ttl)
+        try:
+            record = await self.store.recover(response_id, self.owner, self.settings.lease_ttl)
+        except StoreError as exc:
+            return self._start_failed(response_id, exc)
         if record is None:
             return
         self.observer.recovery_started()
@@ -233,19 +328,12 @@ class Runtime:
         log.info("recovering response %s (recovery %d)", record.id, record.recoveries)
         await self._drive(runner)
 
-    async def _heartbeat_forever(self) -> None:
+    async def _heartbeat_once(self) -> None:
         """Bring in cancel and steer requests made elsewhere. (Leases are not renewed
         here but by the lease keeper's thread, which a blocked event loop cannot stop.)"""
-        interval = min(self.settings.heartbeat_interval, self.settings.lease_ttl / 4)
-        while True:
-            await asyncio.sleep(interval)
-            if not self._runners:
-                continue
-            try:
-                for response_id, kind in await self.store.stop_requests(self.owner):
-                    self.stop_local(response_id, kind)
-            except StoreError as exc:
-                log.warning("heartbeat failed: %s", exc)
+        if self._runners:
+            for response_id, kind in await self.store.stop_requests(self.owner):
+                self.stop_local(response_id, kind)
 
     # -- create -------------------------------------------------------------------------
 
@@ -308,6 +396,8 @@ class Runtime:
             ) from None
         except IdempotencyMismatch:
             raise self._key_reused(idempotency_key) from None
+        except StoreUnavailable as exc:
+            raise Unavailable(_unwritable(exc)) from exc
         current_response_id.set(record.id)
         if created:
             fp.failpoint(fp.ACCEPTED)
@@ -347,7 +437,7 @@ class Runtime:
         conversation_id: str | None = params.get("conversation")
         if previous_id:
             previous = await self.store.get_response(previous_id, tenant)
-            if previous is None:
+            if previous is None or unstored(previous.snapshot):
                 raise InvalidRequest(
                     f"Previous response with id '{previous_id}' not found.",
                     param="previous_response_id",
@@ -473,7 +563,10 @@ class Runtime:
     async def _claim_and_run(self, response_id: str) -> None:
         if self.draining:
             return  # shutting down: the turn stays queued for another process
-        record = await self.store.claim(response_id, self.owner, self.settings.lease_ttl)
+        try:
+            record = await self.store.claim(response_id, self.owner, self.settings.lease_ttl)
+        except StoreError as exc:
+            return self._start_failed(response_id, exc)
         if record is None:
             return  # cancelled while queued, or taken by another process
         fence = Fence(self.owner, record.epoch)
@@ -525,6 +618,12 @@ class Runtime:
             if wait_for_lane is not None:
                 await self._wait_for_lane(runner)
             await runner.run(fail=fail)
+        except StoreError as exc:  # what the runner could not save is left to recovery
+            log.warning(
+                "response %s: stopped by a store failure (%s); recovered once its lease expires",
+                runner.response_id,
+                exc,
+            )
         finally:
             self._leases.drop(runner.response_id, runner.fence)
             self._runners.pop(runner.response_id, None)
@@ -534,10 +633,17 @@ class Runtime:
         """Hold a foreground turn until every earlier turn of its lane has ended (G10)."""
         if runner.lane == runner.response_id:
             return  # a lane of its own: no turn can be ahead of it
-        while not runner.stopping and not await self.store.is_lane_head(runner.response_id):
+        while not runner.stopping and not await self._is_lane_head(runner.response_id):
             freed = self._lane_freed.setdefault(runner.lane, asyncio.Event())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(freed.wait(), self.settings.poll_interval * 4)
+
+    async def _is_lane_head(self, response_id: str) -> bool:
+        try:
+            return await self.store.is_lane_head(response_id)
+        except StoreError as exc:  # not known: ask again at the next poll
+            self._start_failed(response_id, exc)
+            return False
 
     def _free_lane(self, lane: str) -> None:
         """A turn of `lane` ended here: wake the turns waiting for it."""
@@ -548,7 +654,10 @@ class Runtime:
             self._spawn(self._start_next(lane))
 
     async def _start_next(self, lane: str) -> None:
-        next_id = await self.store.next_in_lane(lane)
+        try:
+            next_id = await self.store.next_in_lane(lane)
+        except StoreError as exc:  # the scan starts it instead
+            return self._start_failed(lane, exc)
         if next_id is not None and next_id not in self._runners:
             await self._claim_and_run(next_id)
 
@@ -579,15 +688,17 @@ class Runtime:
         if self._tg is None or self.draining:
             coro.close()  # shutting down: another process will pick the work up
             return
-        task = self._tg.create_task(coro)
+        task = self._tg.create_task(self._fatal_if_raises(coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     # -- read ---------------------------------------------------------------------------
 
     async def get(self, response_id: str, tenant: str) -> ResponseRecord:
+        """A stored response (one created with `store: false` is never found: it is kept
+        only while it runs, for the runtime's own use)."""
         record = await self.store.get_response(response_id, tenant)
-        if record is None:
+        if record is None or unstored(record.snapshot):
             raise NotFound(f"Response with id '{response_id}' not found.")
         current_response_id.set(record.id)
         return record
@@ -595,7 +706,7 @@ class Runtime:
     async def snapshot(self, response_id: str, tenant: str) -> tuple[str, bool]:
         """(snapshot JSON, background) of a response, for the GET that polls it."""
         found = await self.store.response_snapshot(response_id, tenant)
-        if found is None:
+        if found is None or unstored(found[0]):
             raise NotFound(f"Response with id '{response_id}' not found.")
         current_response_id.set(response_id)
         return found
@@ -605,15 +716,19 @@ class Runtime:
     ) -> AsyncIterator[list[EventRow]]:
         """The response's events after `after`, from the log, then live until the terminal
         event (G7), in batches as committed. Ends at once if the response is already past
-        `after` and terminal."""
+        `after` and terminal. The log is read a page at a time (`_next_page`), each only
+        when the previous batch was taken, so that a stream's consumer sets its pace."""
         poll = self.settings.poll_interval
         check_status = True
         handed: Sequence[EventRow] = ()  # committed rows the broker handed over
+        page = PAGE_ROWS
         while True:
             if handed and handed[0].seq == after + 1:
                 rows = list(handed)  # the next rows, committed: no need to read them back
             else:
-                rows = await self.store.read_events(response_id, after, limit=64)
+                # One page, read when the consumer asks for it: a slow reader holds one.
+                rows = await self.store.read_events(response_id, after, limit=page)
+                page = _next_page(rows)
             handed = ()
             if rows:
                 ends = next((i for i, r in enumerate(rows) if r.type in TERMINAL_EVENTS), None)
@@ -690,3 +805,32 @@ class Runtime:
             )
         if not await self.store.delete_response(response_id, tenant):
             raise NotFound(f"Response with id '{response_id}' not found.")
+
+
+def unstored(snapshot: str) -> bool:
+    """Whether a response's snapshot says `store: false`. (The snapshot is written by
+    `dumps`, compactly: without that text it is stored, and only then is it parsed.)"""
+    return '"store":false' in snapshot and json.loads(snapshot).get("store") is False
+
+
+def _unwritable(exc: StoreUnavailable) -> str:
+    """The message of a create refused because the store cannot be written."""
+    if isinstance(exc, StoreVanished):
+        return (
+            "The server's database file was deleted or replaced while it was running, so "
+            "it accepts no new responses (they would be lost); the operator must restore "
+            "the file and restart the server."
+        )
+    return "The server cannot write to its store right now (its disk may be full); try again later."
+
+
+PAGE_ROWS = 64  # the most events `follow` reads from the log at once
+PAGE_CHARS = 64 * 1024  # and fewer when they are large: about this much
+
+
+def _next_page(rows: Sequence[EventRow]) -> int:
+    """How many events `follow` reads next: PAGE_ROWS, or after a page of large events
+    (a long answer's `done` events, a large tool output) about PAGE_CHARS of them, and
+    at least one, whatever its size."""
+    largest = max((len(row.data) for row in rows), default=0)
+    return max(1, min(PAGE_ROWS, PAGE_CHARS // max(largest, 1)))

@@ -17,11 +17,12 @@ from recovery import Agent, Model, Runtime, RuntimeSettings, Workflow
 from store import open_store
 
 from . import _conversations_routes, _responses_routes
+from ._access import AccessMiddleware
 from ._auth import AuthMiddleware, Keys
 from ._context import AppContext, context
 from ._embedded_model import EmbeddedModel
 from ._errors import EXCEPTION_HANDLERS
-from ._metrics import Metrics, MetricsMiddleware, metrics_endpoint
+from ._metrics import Metrics
 from ._middleware import RequestIdMiddleware
 from ._openapi import build_document, openapi_endpoint
 from ._settings import Settings
@@ -72,16 +73,21 @@ def runtime_settings(settings: Settings) -> RuntimeSettings:
 
 
 async def healthz(request: Request) -> Response:
+    """Alive while the runtime runs: 503 once it has stopped for good (the process then
+    exits for its supervisor to restart it)."""
+    if not context(request).runtime.alive:
+        return JSONResponse({"status": "stopped"}, status_code=503)
     return JSONResponse({"status": "ok"})
 
 
 async def readyz(request: Request) -> Response:
-    """Ready when the store answers and the first recovery scan is done."""
-    ctx = context(request)
-    await ctx.runtime.store.ping()
-    if not ctx.runtime.ready.is_set():
-        return JSONResponse({"status": "starting"}, status_code=503)
-    return JSONResponse({"status": "ready"})
+    """Ready when the runtime runs, the store can be read and written (not a full disk,
+    not a deleted database file) and the first recovery scan is done; else 503 with the
+    state and the reason."""
+    state, reason = await context(request).runtime.readiness()
+    if reason is not None:
+        return JSONResponse({"status": state, "reason": reason}, status_code=503)
+    return JSONResponse({"status": state})
 
 
 def create_app(
@@ -101,6 +107,7 @@ def create_app(
     fallback = model or default_model(config)
     keys = load_keys(config)
     metrics = Metrics()
+    metrics.watch(fallback, hosted.model if isinstance(hosted, Agent) else None)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -130,7 +137,6 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics_endpoint, methods=["GET"]),
         Mount("/v1", routes=api),
         *api,
     ]
@@ -139,7 +145,7 @@ def create_app(
         routes=routes,
         middleware=[
             Middleware(RequestIdMiddleware),
-            Middleware(MetricsMiddleware, metrics=metrics),
+            Middleware(AccessMiddleware, metrics=metrics, access_log=config.access_log),
             Middleware(AuthMiddleware, keys=keys),
         ],
         exception_handlers=handlers,

@@ -1,37 +1,59 @@
-"""`python -m server` / `durable-responses`: run the server with Hypercorn."""
+"""`python -m server` / `durable-responses`: run the server with Hypercorn.
+
+Start-up problems (a bad setting, an agent that does not import, a store that cannot be
+opened, a port already taken) are one line on stderr and exit status 2, never a
+traceback. The listening sockets are bound before the app starts, so a second server on a
+taken port exits before its runtime could recover anybody's responses.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import functools
 import importlib
 import logging
+import math
+import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
-from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from recovery import Agent, Workflow
 from store import StoreOpenError, open_store
 
 from ._app import create_app, default_model, load_keys
+from ._flags import parse_settings
 from ._logging import configure_logging
+from ._metrics import MetricsListener
 from ._settings import Settings
 
 log = logging.getLogger("server")
+
+# Added to the shutdown grace and the longest tool timeout to bound the app's shutdown:
+# the drain's store writes and lease release, with room to spare.
+SHUTDOWN_MARGIN = 10.0
 
 
 class StartupError(Exception):
     """A setting or file the server cannot start with; printed without a traceback."""
 
 
-def load_agent(spec: str) -> Agent | Workflow:
-    """Import `module:attribute`: an Agent, a Workflow, or a callable returning either."""
+def load_agent(spec: str, agent_path: str | None = None) -> Agent | Workflow:
+    """Import `module:attribute`: an Agent, a Workflow, or a callable returning either.
+    The module is searched for in the `agent_path` folders, then the working directory
+    (as uvicorn does: the console script, unlike `python -m`, does not search it), then
+    the installed packages."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise StartupError(f"--agent must look like module:attribute, got {spec!r}")
+    _search_first([*(agent_path or "").split(os.pathsep), os.getcwd()])
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -49,12 +71,36 @@ def load_agent(spec: str) -> Agent | Workflow:
     return value
 
 
+def _search_first(folders: list[str]) -> None:
+    for folder in reversed([f for f in folders if f]):
+        if not Path(folder).is_dir():
+            raise StartupError(f"--agent-path: {folder} is not a folder")
+        resolved = str(Path(folder).resolve())
+        if resolved not in sys.path:
+            sys.path.insert(0, resolved)
+
+
 async def check_store(settings: Settings) -> None:
+    check_writable(settings.db)
     try:
         async with open_store(settings.db):
             pass
     except StoreOpenError as exc:
         raise StartupError(str(exc)) from exc
+
+
+def check_writable(db: Path) -> None:
+    """A store folder (or file) this process cannot write, named with the uids involved:
+    the usual cause is a bind mount owned by the host user, not the container's."""
+    target = db if db.exists() else db.parent
+    if not target.exists() or os.access(target, os.W_OK):
+        return
+    owner = target.stat().st_uid
+    raise StartupError(
+        f"cannot write {target} (owned by uid {owner}) as uid {os.getuid()}: give it to this"
+        f" user (chown -R {os.getuid()}:{os.getgid()} on the host for a bind mount), or run"
+        f" the container as its owner (docker run --user {owner})"
+    )
 
 
 def check_keys(settings: Settings) -> None:
@@ -71,18 +117,66 @@ def check_keys(settings: Settings) -> None:
         log.warning("no API keys configured: anyone who can reach this server can use it")
 
 
+def shutdown_timeout(settings: Settings, agent: Agent | Workflow) -> float:
+    """How long Hypercorn waits for the app to shut down. The runtime gives turns the
+    grace period, then waits for every tool body still running, which is bounded by its
+    tool's timeout; a tool without one is waited for as long as it runs, and so is the
+    server. A workflow's steps are not waited for past the grace period."""
+    timeouts = [t.timeout for t in agent.tools] if isinstance(agent, Agent) else []
+    if any(timeout is None for timeout in timeouts):
+        return math.inf
+    return (
+        settings.shutdown_grace + max((t or 0.0 for t in timeouts), default=0.0) + SHUTDOWN_MARGIN
+    )
+
+
+def hypercorn_config(settings: Settings, agent: Agent | Workflow) -> Config:
+    config = Config()
+    config.bind = [f"{settings.host}:{settings.port}"]
+    if settings.metrics_port is not None:
+        config.bind.append(f"{settings.host}:{settings.metrics_port}")
+    config.accesslog = None  # server/_access.py logs requests, with their tenant
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = settings.shutdown_grace
+    config.shutdown_timeout = shutdown_timeout(settings, agent)
+    return config
+
+
+def listen(config: Config) -> None:
+    """Bind every address now and hand the sockets to Hypercorn by descriptor, so that
+    a taken port is a clear start-up error before the app (and its runtime) starts."""
+    descriptors: list[int] = []
+    try:
+        for bind in config.bind:
+            one = Config()
+            one.bind = [bind]
+            try:
+                [sock] = one.create_sockets().insecure_sockets
+            except OSError as exc:
+                raise StartupError(f"cannot listen on {bind}: {_why(exc)}") from None
+            descriptors.append(sock.detach())
+    except BaseException:
+        for fd in descriptors:
+            os.close(fd)
+        raise
+    config.bind = [f"fd://{fd}" for fd in descriptors]
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return "the address is already in use (another server? choose another port)"
+    if exc.errno == errno.EACCES:
+        return "permission denied (ports below 1024 need privileges)"
+    return exc.strerror or str(exc)
+
+
 async def run(settings: Settings) -> None:
-    agent = load_agent(settings.agent) if settings.agent else Agent()
+    agent = load_agent(settings.agent, settings.agent_path) if settings.agent else Agent()
     check_keys(settings)
     await check_store(settings)
     app = create_app(agent, settings=settings)
-    config = Config()
-    config.bind = [f"{settings.host}:{settings.port}"]
-    config.accesslog = (
-        logging.getLogger("hypercorn.access") if settings.log_level == "debug" else None
-    )
-    config.errorlog = logging.getLogger("hypercorn.error")
-    config.graceful_timeout = settings.shutdown_grace
+    config = hypercorn_config(settings, agent)
+    listen(config)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -100,24 +194,46 @@ async def run(settings: Settings) -> None:
         model,
         settings.agent or "built-in",
     )
-    await serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    served: ASGIApp = app
+    if settings.metrics_port is not None:
+        served = MetricsListener(app, settings.metrics_port)
+        log.info("metrics on http://%s:%d/metrics", settings.host, settings.metrics_port)
+    try:
+        trigger = functools.partial(_until_stopped, stop, app)
+        await serve(served, config, shutdown_trigger=trigger)  # type: ignore[arg-type]
+    finally:
+        context = getattr(app.state, "context", None)
+        if context is not None and context.runtime.failure is not None:
+            raise RuntimeStopped from None  # its cause is logged where it happened
     log.info("durable-responses stopped")
 
 
-def main(argv: list[str] | None = None) -> None:
+class RuntimeStopped(Exception):
+    """The runtime stopped for good: the process exits non-zero, to be restarted."""
+
+
+async def _until_stopped(stop: asyncio.Event, app: Starlette) -> None:
+    """Hypercorn's shutdown trigger: SIGINT or SIGTERM, or the runtime stopping for good."""
+    waits = [
+        asyncio.ensure_future(stop.wait()),
+        asyncio.ensure_future(app.state.context.runtime.wait_stopped()),
+    ]
     try:
-        settings = Settings(_cli_parse_args=argv if argv is not None else sys.argv[1:])
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
-        )
-        print(f"durable-responses: invalid settings: {problems}", file=sys.stderr)
-        raise SystemExit(2) from None
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = parse_settings(argv if argv is not None else sys.argv[1:])
     configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(run(settings))
     except StartupError as exc:
         print(f"durable-responses: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except RuntimeStopped:
+        raise SystemExit(1) from None
     except KeyboardInterrupt:
         pass

@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeVar
 
 from ._connection import Readers, Tx, Writer
 from ._errors import Conflict, LeaseLost, translate_sqlite_errors
+from ._health import FileWatch
 from ._records import (
     ConversationRecord,
     EventRow,
@@ -90,10 +91,11 @@ def _conversation(row: sqlite3.Row) -> ConversationRecord:
 class StoreBase:
     """Connections, listeners and helpers; the operations live in the subclasses."""
 
-    def __init__(self, path: Path, writer: Writer, readers: Readers) -> None:
+    def __init__(self, path: Path, writer: Writer, readers: Readers, watch: FileWatch) -> None:
         self.path = path
         self._writer = writer
         self._readers = readers
+        self._watch = watch
         self._listeners: list[CommitListener] = []
 
     def on_events_committed(self, listener: CommitListener) -> None:

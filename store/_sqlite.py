@@ -36,6 +36,7 @@ from ._errors import (
     StoreOpenError,
     translate_sqlite_errors,
 )
+from ._health import FileWatch
 from ._journal import JournalStore
 from ._records import Admission, EventRow, Fence, ItemRow, NewResponse, ResponseRecord
 from ._schema import MIGRATIONS
@@ -352,17 +353,19 @@ class SQLiteStore(ConversationStore, JournalStore):
 
         return self._writer.submit_threadsafe(op)
 
-    async def release_leases(self, owner: str) -> None:
-        """Give up `owner`'s leases now, so another process resumes without waiting."""
+    async def release_leases(self, leases: Sequence[tuple[str, Fence]]) -> None:
+        """Give up these leases now (each only if its fence still holds), so another
+        process resumes without waiting; a released lease's recovery is not counted."""
 
         def op(tx: Tx) -> None:
-            tx.conn.execute(
+            tx.conn.executemany(
                 "UPDATE responses SET owner = NULL, lease_expires_at = NULL"
-                " WHERE owner = ? AND status = 'in_progress'",
-                (owner,),
+                " WHERE id = ? AND owner = ? AND epoch = ? AND status = 'in_progress'",
+                [(response_id, fence.owner, fence.epoch) for response_id, fence in leases],
             )
 
-        await self._write("release leases", op)
+        if leases:
+            await self._write("release leases", op)
 
     async def release_lease(self, response_id: str, fence: Fence) -> None:
         """Give up one response's lease now, so that the recovery scan resumes it."""
@@ -419,12 +422,16 @@ class SQLiteStore(ConversationStore, JournalStore):
         step: int | None = None,
         conversation_items: Sequence[ItemRow] = (),
         logged: bool = False,
+        discard: bool = False,
     ) -> None:
         """Commit a checkpoint (or, with `terminal`, the final state and release the lease).
 
         `events` are committed in the same transaction. With `logged` (a response with an
         event log), the log must then end exactly at `last_seq`: a snapshot never gets
-        ahead of the events it covers, even if an append queued before it failed.
+        ahead of the events it covers, even if an append queued before it failed. With
+        `terminal` and `discard` (a `store: false` response), the end is checked as any
+        other, its conversation items are added, and then the response is deleted in the
+        same transaction, with everything of it (`_discard`).
         """
 
         def op(tx: Tx) -> None:
@@ -453,8 +460,16 @@ class SQLiteStore(ConversationStore, JournalStore):
                 self._check_log_ends_at(tx, response_id, last_seq, events)
             if conversation_items:
                 self._append_conversation_items(tx, response_id, conversation_items)
+            if terminal and discard:
+                self._discard(tx, response_id)
 
         await self._write("save snapshot", op)
+
+    def _discard(self, tx: Tx, response_id: str) -> None:
+        """Delete a finished response and all that is kept for it: its input items,
+        events, steps and journal go with its row (ON DELETE CASCADE)."""
+        tx.conn.execute("DELETE FROM idempotency_keys WHERE response_id = ?", (response_id,))
+        tx.conn.execute("DELETE FROM responses WHERE id = ?", (response_id,))
 
     def _check_stop_request(self, tx: Tx, response_id: str, status: str) -> None:
         """A cancel or steer recorded before this end wins over it (G9)."""
@@ -537,6 +552,32 @@ class SQLiteStore(ConversationStore, JournalStore):
         with translate_sqlite_errors("ping"):
             await self._readers.fetchone("SELECT 1")
 
+    # -- health (store/_health.py) ----------------------------------------------------
+
+    def check_file(self) -> None:
+        """Raise StoreVanished if the database file was deleted or replaced since the
+        store opened it (a stat; from then on, always)."""
+        self._watch.check()
+
+    async def check_writable(self) -> None:
+        """Raise StoreUnavailable unless the store can be written now: its file is the
+        one it opened, and when the last transaction failed for want of disk (or none
+        committed for PROBE_AFTER seconds), a probe write commits now. So a full disk
+        shows here, and so does its end, with no request having to fail first."""
+        self.check_file()
+        idle = time.monotonic() - self._writer.committed_at >= PROBE_AFTER
+        if self._writer.unavailable is None and not idle:
+            return
+
+        def op(tx: Tx) -> None:
+            tx.conn.execute(
+                "INSERT INTO write_probe (id, written_at) VALUES (1, ?)"
+                " ON CONFLICT (id) DO UPDATE SET written_at = excluded.written_at",
+                (time.time(),),
+            )
+
+        await self._write("write probe", op, urgent=True)
+
     async def read_events(self, response_id: str, after: int, limit: int = 1000) -> list[EventRow]:
         sql = (
             "SELECT seq, type, data FROM events WHERE response_id = ? AND seq > ?"
@@ -590,6 +631,7 @@ class SQLiteStore(ConversationStore, JournalStore):
 
 
 READERS = 2
+PROBE_AFTER = 5.0  # seconds without a commit after which readiness writes to find out
 
 
 @asynccontextmanager
@@ -607,6 +649,7 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
         writer_conn = await asyncio.to_thread(open_writer, db_path, MIGRATIONS)
         for _ in range(READERS):
             readers.append(await connect(db_path, readonly=True))
+        watch = FileWatch(db_path)  # the file the writer opened: checked before each write
         direct = open_direct_reader(db_path)
     except (sqlite3.Error, OSError, StoreError) as exc:
         for conn in readers:
@@ -616,8 +659,8 @@ async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
         if isinstance(exc, StoreOpenError):
             raise
         raise StoreOpenError(f"cannot open the store at {db_path}: {exc}") from exc
-    writer = Writer(writer_conn)
-    store = SQLiteStore(db_path, writer, Readers(readers, direct))
+    writer = Writer(writer_conn, guard=watch.check)
+    store = SQLiteStore(db_path, writer, Readers(readers, direct), watch)
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(writer.serve())

@@ -23,6 +23,7 @@ WORKLOADS = (
     "recovery",
     "memory",
     "scale",
+    "slow-readers",
     "ceiling",
 )
 
@@ -67,4 +68,5 @@ def test_smoke_size_prints_a_table_and_writes_every_workload(tmp_path: Path) -> 
         "recovery",
         "memory",
         "scale",
+        "slow-readers",
     }

@@ -6,8 +6,9 @@ tool_agent.py: one line `<idempotency key> <detail>` per effect in `<name>.log`.
     flow    a workflow steered by its input text:
               "block S"  a plain (synchronous) step that sleeps S seconds
               "wait S"   an async step that awaits S seconds
-              "cancel"   an idempotent async step that raises CancelledError, as a buggy
-                         library can: its runner exits with no end recorded
+              "cancel"   the handler itself raises CancelledError (outside any step), as
+                         a buggy library can: its runner exits with no end recorded (a
+                         step that does so is the step's failure, recorded like any)
 """
 
 from __future__ import annotations
@@ -82,4 +83,5 @@ async def flow(ctx: WorkflowContext) -> str:
         return await ctx.step("block", _block, float(argument))
     if verb == "wait":
         return await ctx.step("wait", _wait, float(argument))
-    return await ctx.step("cancel", _cancel, idempotent=True)
+    await _cancel()
+    return "not reached"

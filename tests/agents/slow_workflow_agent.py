@@ -36,3 +36,15 @@ async def plain(ctx: WorkflowContext) -> str:
 @workflow
 async def asynchronous(ctx: WorkflowContext) -> str:
     return await ctx.step("notify", notify, ctx, "ops")
+
+
+async def hang_up() -> str:
+    """A step whose inner awaitable someone else cancels (a library closing its connection)."""
+    reply: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_soon(reply.cancel)
+    return await reply
+
+
+@workflow
+async def self_cancelling(ctx: WorkflowContext) -> str:
+    return await ctx.step("hang_up", hang_up)

@@ -46,3 +46,20 @@ def test_a_workflow_step_running_at_sigterm_takes_effect_once(
     assert list(runs_per_key(folder, step).values()) == [1], "the effect happened once"
     assert len(log_lines(folder, f"{step}.started")) == 1, "the step ran once"
     check_replays(survivor.url, created["id"], final)
+
+
+def test_a_step_that_cancels_itself_fails_the_turn_and_is_recorded(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    server = start_server("--agent", "tests.agents.slow_workflow_agent:self_cancelling")
+    body = {"model": "m", "input": "go", "background": True}
+    created = httpx.post(f"{server.url}/v1/responses", json=body, timeout=30).json()
+
+    final = wait_terminal(server.url, created["id"])
+
+    assert final["status"] == "failed"
+    assert "hang_up" in final["error"]["message"]
+    assert "CancelledError" in final["error"]["message"]
+    [output] = [i for i in final["output"] if i["type"] == "function_call_output"]
+    assert "CancelledError" in output["output"], "the step's failure is its recorded output"
+    check_replays(server.url, created["id"], final)

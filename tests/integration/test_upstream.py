@@ -522,6 +522,23 @@ def test_a_length_cut_ends_incomplete_with_max_output_tokens(serve: Serve) -> No
     assert rig.fake.requests[0]["max_tokens"] == 16
 
 
+def test_a_turn_whose_every_retry_is_cut_reads_no_partial_answer(serve: Serve) -> None:
+    rig = serve("--model-retries", "2")
+    rig.fake.push(*[reset_mid("partial answer")] * 3)
+
+    events = post_stream(rig.http, model=MODEL, input="Hello?", background=True)
+
+    final = _terminal(events)
+    assert final["status"] == "failed"
+    assert len(rig.fake.requests) == 3
+    [cut] = final["output"]
+    assert (cut["status"], cut["content"]) == ("incomplete", []), "a failed turn has no answer"
+    assert Response.model_validate(final).output_text == ""
+    deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+    assert deltas == ["partial"], "each retry continued the cut message; none repeated it"
+    assert checked_events(_get_stream(rig.http, final["id"])) == events
+
+
 def test_a_retry_that_repeats_the_cut_text_continues_the_same_message(serve: Serve) -> None:
     rig = serve()
     rig.fake.push(tool_calls(PARIS), reset_mid("partial answer"), text("partial answer"))

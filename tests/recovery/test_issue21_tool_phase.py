@@ -7,6 +7,9 @@ tests/integration/test_issue21_tool_outcomes.py).
   outcome, and only then lets the cancellation through (the lease stays held).
 - A CancelledError a body raises by itself is its failure, recorded `errored`.
 - A thread past its timeout has an unknown outcome, not a failure (G4).
+- A turn cancelled while a call's claim is being written still runs that body (the claim
+  commits anyway), so no claim is left that no body answers.
+- A call not yet started when the turn was asked to stop is answered without running (G9).
 """
 
 from __future__ import annotations
@@ -63,10 +66,14 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
     released.set()
 
 
-def _phase(store: SQLiteStore) -> ToolPhase:
+def _phase(store: SQLiteStore, *, stopping: bool = False) -> ToolPhase:
     runtime = SimpleNamespace(store=store, settings=RuntimeSettings(), observer=Observer())
     runner: Any = SimpleNamespace(
-        runtime=runtime, response_id="resp_1", fence=FENCE, cancelled=asyncio.Event()
+        runtime=runtime,
+        response_id="resp_1",
+        fence=FENCE,
+        cancelled=asyncio.Event(),
+        stopping=stopping,
     )
     return ToolPhase(runner, Agent(tools=[send, slow, hang_up]))
 
@@ -112,3 +119,38 @@ async def test_a_plain_thread_past_its_timeout_fails_the_turn_closed_not_the_cal
     [entry] = await store.journal("resp_1", 0)
     assert entry.state == "claimed", "left as a crash leaves it: never recorded as failed"
     released.set()
+
+
+async def test_a_turn_cancelled_while_its_claim_commits_still_runs_that_body(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claiming = asyncio.Event()
+    claim_call = store.claim_call
+
+    async def noticed_claim(*args: Any, **kwargs: Any) -> None:
+        claiming.set()  # the claim is on its way to the writer, not yet committed
+        await claim_call(*args, **kwargs)
+
+    monkeypatch.setattr(store, "claim_call", noticed_claim)
+    run = asyncio.ensure_future(_phase(store).run([_call("send", '{"to": "ops"}')], 8, step=1))
+    await claiming.wait()
+    run.cancel()
+    released.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+
+    assert effects == ["ops"], "a committed claim is answered by its body"
+    [entry] = await store.journal("resp_1", 1)
+    assert (entry.state, entry.output) == ("completed", "sent to ops")
+
+
+async def test_a_call_not_started_when_the_turn_was_stopped_does_not_run(
+    store: SQLiteStore,
+) -> None:
+    released.set()
+    [output] = await _phase(store, stopping=True).run([_call("send", '{"to": "ops"}')], 8, step=0)
+
+    assert effects == []
+    assert output["output"].startswith("Error: not run; the turn was stopped")
+    [entry] = await store.journal("resp_1", 0)
+    assert entry.state == "errored"

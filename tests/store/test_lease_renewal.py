@@ -81,7 +81,9 @@ async def test_every_recovery_of_an_unfinished_turn_counts_but_a_hand_over_does_
 
         own = await store.recover("resp_a", "me", -1)  # this process's own turn
         other = await store.recover("resp_a", "other", 5)  # another process's
-        await store.release_leases("other")  # a graceful shutdown hands it over
+        assert other is not None
+        handing = [("resp_a", Fence("other", other.epoch))]
+        await store.release_leases(handing)  # a graceful shutdown hands it over
         handed = await store.recover("resp_a", "me", 5)
 
         assert own is not None and other is not None and handed is not None
