@@ -14,33 +14,11 @@ tool_agent.py: one line `<idempotency key> <detail>` per effect in `<name>.log`.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from pathlib import Path
 
 from recovery import Agent, ToolContext, WorkflowContext, tool, workflow
-
-
-def _log(name: str) -> Path:
-    folder = Path(os.environ["SIDE_EFFECTS_DIR"])
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{name}.log"
-
-
-def _append(name: str, key: str, detail: str) -> None:
-    with _log(name).open("a") as out:
-        out.write(f"{key} {detail}\n")
-
-
-def _find(name: str, key: str) -> str | None:
-    path = _log(name)
-    if not path.exists():
-        return None
-    for line in path.read_text().splitlines():
-        found_key, _, detail = line.partition(" ")
-        if found_key == key:
-            return detail
-    return None
+from tests.support.side_effects import find_effect as _find
+from tests.support.side_effects import record_effect as _append
 
 
 async def _charged(ctx: ToolContext, amount: int, seconds: float) -> str | None:

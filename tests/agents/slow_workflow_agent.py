@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from recovery import WorkflowContext, workflow
-from tests.agents.thread_tool_agent import _append
+from tests.support.side_effects import record_effect as _append
 
 
 def post(ctx: WorkflowContext, amount: int) -> str:

@@ -80,7 +80,7 @@ def log_lines(folder: Path, tool: str) -> list[str]:
 
 def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     """Read the store directly, read-only (a server may be running on it)."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
         return conn.execute(sql, params).fetchall()
 
 
@@ -94,3 +94,18 @@ def only_response_id(db: Path) -> str:
 def recoveries(db: Path) -> dict[str, int]:
     """How many times each response's run was taken over from a dead process."""
     return {str(id_): int(n) for id_, n in query(db, "SELECT id, recoveries FROM responses")}
+
+
+def owners(db: Path) -> set[str]:
+    """The processes holding a lease in the store now."""
+    return {o for (o,) in query(db, "SELECT DISTINCT owner FROM responses WHERE owner IS NOT NULL")}
+
+
+def live_in_flight(db: Path, dead: set[str]) -> int:
+    """Unfinished responses under a lease of a running process (not one a killed process
+    left behind): what a kill now would cut."""
+    sql = (
+        "SELECT owner FROM responses"
+        " WHERE status IN ('queued', 'in_progress') AND owner IS NOT NULL"
+    )
+    return sum(1 for (owner,) in query(db, sql) if owner not in dead)

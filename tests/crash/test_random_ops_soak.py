@@ -26,11 +26,9 @@ Seeded: the seed is printed, and DURABLE_RESPONSES_SEED replays the schedule.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
-import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -42,7 +40,7 @@ import pytest
 
 from tests.agents.soak_agent import IDEMPOTENT, UNSAFE
 from tests.conftest import StartServer
-from tests.crash._support import TERMINAL, check_replays
+from tests.crash._support import TERMINAL, check_replays, live_in_flight, owners, query
 from tests.support.side_effects import effects, runs_per_key
 
 RESPONSES = 60
@@ -249,26 +247,6 @@ def check_pairs(soak: Soak, conversation: Conversation, when: str) -> None:
         soak.problems.append(f"{conversation.id} {when}: twice {twice}, unanswered {unanswered}")
 
 
-def read(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    """The store read directly, read-only (a server may be running on it)."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
-        return conn.execute(sql).fetchall()
-
-
-def live_in_flight(db: Path, dead: set[str]) -> int:
-    """Unfinished responses under a lease of the running process (not one a killed
-    process left behind)."""
-    sql = (
-        "SELECT owner FROM responses"
-        " WHERE status IN ('queued', 'in_progress') AND owner IS NOT NULL"
-    )
-    return sum(1 for (owner,) in read(db, sql) if owner not in dead)
-
-
-def owners(db: Path) -> set[str]:
-    return {o for (o,) in read(db, "SELECT DISTINCT owner FROM responses WHERE owner IS NOT NULL")}
-
-
 def one_round(soak: Soak, upto: int) -> None:
     """Random operations until `upto` responses were created (or one more): on each idle
     conversation, a turn or a delete; standalone responses fill up the rest. Waits up
@@ -321,7 +299,7 @@ def test_random_ops_soak_kills_lose_nothing_and_break_no_pair(
             in_flight.append(live_in_flight(db, dead))
             if not in_flight[-1]:
                 last = ", ".join(f"'{r}'" for r in soak.ids[-3:])
-                rows = read(db, f"SELECT id, status, owner FROM responses WHERE id IN ({last})")
+                rows = query(db, f"SELECT id, status, owner FROM responses WHERE id IN ({last})")
                 soak.problems.append(f"kill {kill}: nothing in flight; the last created: {rows}")
             server.kill()
             dead |= owners(db)

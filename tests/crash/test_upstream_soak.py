@@ -18,7 +18,6 @@ Seeded: the seed is printed, and DURABLE_RESPONSES_SEED replays the kill schedul
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -34,7 +33,7 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import TERMINAL, replay
+from tests.crash._support import TERMINAL, live_in_flight, owners, replay
 from tests.support.fake_upstream import FakeUpstream, Turn, text, tool_calls
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import TERMINAL_TYPES, check_stream
@@ -76,27 +75,6 @@ def upstream() -> Iterator[FakeUpstream]:
     fake = FakeUpstream(respond).start()
     yield fake
     fake.stop()
-
-
-def live_in_flight(db: Path, dead: set[str]) -> int:
-    """Unfinished responses under a lease of the running process (not one a killed
-    process left behind)."""
-    sql = (
-        "SELECT owner FROM responses"
-        " WHERE status IN ('queued', 'in_progress') AND owner IS NOT NULL"
-    )
-    return sum(1 for (owner,) in read(db, sql) if owner not in dead)
-
-
-def owners(db: Path) -> set[str]:
-    sql = "SELECT DISTINCT owner FROM responses WHERE owner IS NOT NULL"
-    return {owner for (owner,) in read(db, sql)}
-
-
-def read(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    """The store read directly, read-only (a server may be running on it)."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
-        return conn.execute(sql).fetchall()
 
 
 def wait_all_terminal(url: str, ids: list[str], deadline: float) -> dict[str, dict[str, Any]]:
