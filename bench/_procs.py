@@ -103,8 +103,19 @@ class Proc:
 
 
 def server(db: Path, *args: str) -> Proc:
-    """`python -m server` on a free port with its own SQLite file (not started)."""
-    argv = [sys.executable, "-m", "server", "--port", "{port}", "--db", str(db), *args]
+    """`python -m server` on a free port with its own SQLite file (not started), without
+    the access log, as the ceiling logs nothing per request either."""
+    argv = [
+        sys.executable,
+        "-m",
+        "server",
+        "--port",
+        "{port}",
+        "--db",
+        str(db),
+        "--no-access-log",
+        *args,
+    ]
     return Proc(argv, db.with_suffix(".log"))
 
 
