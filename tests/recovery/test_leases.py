@@ -16,7 +16,8 @@ import pytest
 from recovery import ModelEvent, ModelRequest, Runtime, RuntimeSettings, WorkflowContext
 from recovery import workflow as make_workflow
 from recovery._leases import LeaseKeeper
-from store import Fence, NewResponse, SQLiteStore, open_store
+from store import Fence, SQLiteStore, open_store
+from tests.store.test_sqlite import new_response
 
 
 class NoModel:
@@ -33,22 +34,7 @@ async def hello(ctx: WorkflowContext) -> str:
 
 
 async def claim(store: SQLiteStore, response_id: str, ttl: float) -> Fence:
-    new = NewResponse(
-        id=response_id,
-        tenant="",
-        status="queued",
-        background=True,
-        created_at=time.time(),
-        params="{}",
-        snapshot="{}",
-        last_seq=-1,
-        lane=response_id,
-        conversation_id=None,
-        conversation_upto=None,
-        previous_response_id=None,
-        owner=None,
-        lease_expires_at=None,
-    )
+    new = new_response(response_id)
     _, _, record = await store.create_response(new, [], [], None, ("me", ttl))
     assert record is not None
     return Fence("me", record.epoch)

@@ -14,39 +14,20 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
-from store import Fence, NewResponse, StoreUnavailable, StoreVanished, open_store
+from store import Fence, StoreUnavailable, StoreVanished, open_store
+from tests.store.test_sqlite import new_response
 from tests.support.disk import small_disk
-
-
-def queued(response_id: str) -> NewResponse:
-    return NewResponse(
-        id=response_id,
-        tenant="",
-        status="queued",
-        background=True,
-        created_at=time.time(),
-        params="{}",
-        snapshot='{"status": "queued"}',
-        last_seq=-1,
-        lane=response_id,
-        conversation_id=None,
-        conversation_upto=None,
-        previous_response_id=None,
-        owner=None,
-        lease_expires_at=None,
-    )
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
 async def test_a_vanished_database_file_refuses_every_write(tmp_path: Path, how: str) -> None:
     db = tmp_path / "v.db"
     async with open_store(db) as store:
-        await store.create_response(queued("resp_before"), [], [])
+        await store.create_response(new_response("resp_before"), [], [])
         await store.check_writable()
         if how == "deleted":
             db.unlink()
@@ -55,7 +36,7 @@ async def test_a_vanished_database_file_refuses_every_write(tmp_path: Path, how:
             os.replace(tmp_path / "other.db", db)
 
         with pytest.raises(StoreVanished, match=f"was {how}"):
-            await store.create_response(queued("resp_after"), [], [])
+            await store.create_response(new_response("resp_after"), [], [])
         with pytest.raises(StoreVanished):
             await asyncio.wrap_future(store.renew_leases([("resp_before", Fence("me", 1))], 5))
         with pytest.raises(StoreVanished):
@@ -67,11 +48,11 @@ async def test_a_vanished_database_file_refuses_every_write(tmp_path: Path, how:
 async def test_a_full_disk_fails_writes_and_readiness_until_it_frees_up(tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk", "2m") as disk:
         async with open_store(disk.path / "f.db") as store:
-            await store.create_response(queued("resp_before"), [], [])
+            await store.create_response(new_response("resp_before"), [], [])
             disk.fill()
 
             with pytest.raises(StoreUnavailable, match="full"):
-                await store.create_response(queued("resp_refused"), [], [])
+                await store.create_response(new_response("resp_refused"), [], [])
             with pytest.raises(StoreUnavailable, match="full"):
                 await store.check_writable()
             assert not await store.request_cancel("resp_none")  # commits: it changed nothing
@@ -80,5 +61,5 @@ async def test_a_full_disk_fails_writes_and_readiness_until_it_frees_up(tmp_path
 
             disk.free()
             await store.check_writable()  # the probe commits
-            await store.create_response(queued("resp_after"), [], [])
+            await store.create_response(new_response("resp_after"), [], [])
             assert await store.get_response("resp_after", "") is not None

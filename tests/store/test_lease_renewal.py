@@ -9,30 +9,14 @@ import asyncio
 import time
 from pathlib import Path
 
-from store import Fence, NewResponse, SQLiteStore, open_store
-
-
-def queued(response_id: str) -> NewResponse:
-    return NewResponse(
-        id=response_id,
-        tenant="",
-        status="queued",
-        background=True,
-        created_at=time.time(),
-        params="{}",
-        snapshot='{"status": "queued"}',
-        last_seq=-1,
-        lane=response_id,
-        conversation_id=None,
-        conversation_upto=None,
-        previous_response_id=None,
-        owner=None,
-        lease_expires_at=None,
-    )
+from store import Fence, SQLiteStore, open_store
+from tests.store.test_sqlite import new_response
 
 
 async def claimed(store: SQLiteStore, response_id: str, owner: str, ttl: float) -> Fence:
-    _, _, record = await store.create_response(queued(response_id), [], [], None, (owner, ttl))
+    _, _, record = await store.create_response(
+        new_response(response_id), [], [], None, (owner, ttl)
+    )
     assert record is not None
     return Fence(owner, record.epoch)
 
