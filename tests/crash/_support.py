@@ -109,3 +109,13 @@ def live_in_flight(db: Path, dead: set[str]) -> int:
         " WHERE status IN ('queued', 'in_progress') AND owner IS NOT NULL"
     )
     return sum(1 for (owner,) in query(db, sql) if owner not in dead)
+
+
+def ensure_in_flight(db: Path, dead: set[str], create: Any) -> int:
+    """Unfinished responses of the running process now; if a random moment found none
+    (everything finished early, say on a fast turn of a loaded machine), `create()` one
+    more and wait until it runs, so that the kill that follows cuts something."""
+    if live_in_flight(db, dead) == 0:
+        create()
+        wait_until(lambda: live_in_flight(db, dead) > 0, "a response in flight", deadline=10)
+    return live_in_flight(db, dead)

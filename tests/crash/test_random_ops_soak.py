@@ -40,7 +40,7 @@ import pytest
 
 from tests.agents.soak_agent import IDEMPOTENT, UNSAFE
 from tests.conftest import StartServer
-from tests.crash._support import TERMINAL, check_replays, live_in_flight, owners, query
+from tests.crash._support import TERMINAL, check_replays, ensure_in_flight, owners, query
 from tests.support.side_effects import effects, runs_per_key
 
 RESPONSES = 60
@@ -296,7 +296,7 @@ def test_random_ops_soak_kills_lose_nothing_and_break_no_pair(
         for kill in range(KILLS):
             one_round(soak, RESPONSES * (kill + 1) // KILLS)
             time.sleep(soak.rng.uniform(0.0, 0.6))  # a random moment, not a synchronization
-            in_flight.append(live_in_flight(db, dead))
+            in_flight.append(ensure_in_flight(db, dead, lambda: standalone(soak)))
             if not in_flight[-1]:
                 last = ", ".join(f"'{r}'" for r in soak.ids[-3:])
                 rows = query(db, f"SELECT id, status, owner FROM responses WHERE id IN ({last})")

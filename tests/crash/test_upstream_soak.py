@@ -18,6 +18,7 @@ Seeded: the seed is printed, and DURABLE_RESPONSES_SEED replays the kill schedul
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -33,7 +34,7 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import TERMINAL, live_in_flight, owners, replay
+from tests.crash._support import TERMINAL, ensure_in_flight, owners, replay
 from tests.support.fake_upstream import FakeUpstream, Turn, text, tool_calls
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import TERMINAL_TYPES, check_stream
@@ -114,7 +115,8 @@ def test_upstream_soak_kills_lose_nothing_and_send_no_unpaired_history(
         # A random moment, not a synchronization: right after a create, mid-stream,
         # inside a tool, while recovered runs resume.
         time.sleep(rng.uniform(0.0, 0.7))
-        in_flight.append(live_in_flight(db, dead))
+        one_more = functools.partial(post_batch, server.url, ids, len(ids) + 1)
+        in_flight.append(ensure_in_flight(db, dead, one_more))
         server.kill()
         dead |= owners(db)
         server = start_server(*args, db=db, env=env)
