@@ -53,7 +53,7 @@ TOOL: Obj = {
     "strict": True,
 }
 
-# protocol.md section 6 "Recommended full shape", plus what Open Responses also
+# docs/protocol.md section 6 "Recommended full shape", plus what Open Responses also
 # requires (presence_penalty, frequency_penalty), minus "user": null (OpenAI types
 # `user` as a non-null string; neither schema requires it).
 RESPONSE: Obj = {

@@ -73,7 +73,7 @@ def _message_events(index: int, chunks: list[str], mid: str = "msg_1") -> list[E
 
 
 def text_stream() -> list[Event]:
-    """protocol.md section 7, canonical text ordering."""
+    """docs/protocol.md section 7, canonical text ordering."""
     final = [_message("completed", "Hello world")]
     return _numbered(
         [

@@ -1,4 +1,4 @@
-"""The crash suite: for each named failpoint (durability.md), a real server process dies
+"""The crash suite: for each named failpoint (docs/guarantees.md), a real server process dies
 there, a new one starts on the same SQLite file, and the guarantees hold from outside:
 the response ends with the right status, side effects happened at most once (exactly
 once when completed), ambiguous calls fail closed (G4), the stored history is

@@ -1,4 +1,4 @@
-"""Several server processes on one SQLite file (durability.md G8, G9): each response is
+"""Several server processes on one SQLite file (docs/guarantees.md G8, G9): each response is
 driven by one process at a time, any process serves reads, replays, live streams and
 cancels for any response, and survivors take over a killed process's responses."""
 

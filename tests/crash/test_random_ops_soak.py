@@ -1,5 +1,5 @@
 """Randomized SIGKILL soak of mixed operations on the embedded model (issue 21;
-durability.md G1, G3-G5, G7, G10).
+docs/guarantees.md G1, G3-G5, G7, G10).
 
 A real server process hosts the soak agent (tests/agents/soak_agent.py): tools that run
 in a thread (plain `def`), a tool that blocks its event loop (`time.sleep` in `async

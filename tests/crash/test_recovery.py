@@ -1,5 +1,5 @@
 """Recovery of whole processes: graceful shutdown, poison pills, foreground responses
-of a dead process, and readiness (durability.md G1, G8)."""
+of a dead process, and readiness (docs/guarantees.md G1, G8)."""
 
 from __future__ import annotations
 

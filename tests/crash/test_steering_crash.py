@@ -1,4 +1,4 @@
-"""Steering across processes and crashes (durability.md Steering, G9, G10; issue 5).
+"""Steering across processes and crashes (docs/guarantees.md Steering, G9, G10; issue 5).
 
 The steer signal lives in the store, so it reaches a turn whichever process drives it;
 and a process killed while a turn is being interrupted, or while turns wait in a lane,
@@ -377,7 +377,7 @@ def test_a_foreground_turn_waiting_in_place_at_a_crash_fails_and_the_queue_goes_
     start_server: StartServer, tmp_path: Path
 ) -> None:
     """A foreground create is driven by its request: when its process dies nobody waits
-    for it any more, so it ends `failed` (server_error) without running (durability.md,
+    for it any more, so it ends `failed` (server_error) without running (docs/guarantees.md,
     Foreground responses); the turn queued behind it still runs, once."""
     db, folder = tmp_path / "shared.db", tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}

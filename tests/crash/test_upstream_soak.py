@@ -1,4 +1,4 @@
-"""Randomized SIGKILL soak over the upstream path (issue 11, item 4; durability.md G1,
+"""Randomized SIGKILL soak over the upstream path (issue 11, item 4; docs/guarantees.md G1,
 G3-G7 and "G5 at the wire").
 
 A real server process runs against the strict fake upstream (tests/support/fake_upstream.py,

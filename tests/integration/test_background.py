@@ -1,4 +1,4 @@
-"""Background mode (protocol.md section 8): accepted at once, polled to a terminal
+"""Background mode (docs/protocol.md section 8): accepted at once, polled to a terminal
 status, streamed and replayed from the durable event log."""
 
 from __future__ import annotations

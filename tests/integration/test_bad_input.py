@@ -1,7 +1,7 @@
 """Bad input on every route gets the OpenAI error envelope and changes nothing.
 
 For each case: the right status, `{"error": {message, type, param, code}}` with the expected
-`code` and `param` (protocol.md sections 3 and 9), an `x-request-id` header, no Python
+`code` and `param` (docs/protocol.md sections 3 and 9), an `x-request-id` header, no Python
 traceback in the body, and the stored state (a conversation, its items, two responses and
 their input items) exactly as it was before the request.
 """
@@ -565,7 +565,7 @@ CREATE_CASES = [
         turn(stream_options={"include_obfuscation": False}),
         param="stream_options",
     ),
-    # known but not supported here (protocol.md section 12)
+    # known but not supported here (docs/protocol.md section 12)
     case(
         "tool-web-search",
         "POST",

@@ -1,4 +1,4 @@
-"""Cancel (durability.md G9, protocol.md section 12) and delete of responses."""
+"""Cancel (docs/guarantees.md G9, docs/protocol.md section 12) and delete of responses."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Client function tools: the model's call ends the turn, the client answers it in its
 next request (by previous_response_id or in a conversation), and input that breaks the
-pairing of calls and outputs is refused (durability.md G5)."""
+pairing of calls and outputs is refused (docs/guarantees.md G5)."""
 
 from __future__ import annotations
 

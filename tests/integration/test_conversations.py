@@ -1,7 +1,8 @@
 """Conversations through the real openai SDK against a real server process.
 
-Every `client.conversations` call (protocol.md section 2), and `responses.create(conversation=...)`
-appending each turn's input and output to the conversation (section 3, `conversation`).
+Every `client.conversations` call (docs/protocol.md section 2), and
+`responses.create(conversation=...)` appending each turn's input and output to the
+conversation (section 3, `conversation`).
 The embedded model counts usage in words of the whole history it sees, which makes
 "the second turn saw the first" observable from the outside.
 """
@@ -447,7 +448,7 @@ def test_an_output_for_no_call_is_refused_and_not_stored(sdk: openai.OpenAI) -> 
 
 
 def test_a_turn_sent_while_the_previous_one_runs_waits_and_sees_it(sdk: openai.OpenAI) -> None:
-    """durability.md, lanes: a conversation is one lane, and the default strategy
+    """docs/guarantees.md, lanes: a conversation is one lane, and the default strategy
     (enqueue) runs the new turn after the running one, with its whole answer in history."""
     conversation = sdk.conversations.create(items=[user("seed")])
     slow_prompt = "slow answer [[words 30]] [[delay 20]]"

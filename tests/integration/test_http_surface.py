@@ -1,4 +1,4 @@
-"""The HTTP surface the openai SDK relies on (protocol.md sections 1, 9 and 12).
+"""The HTTP surface the openai SDK relies on (docs/protocol.md sections 1, 9 and 12).
 
 Routes under `/v1` and at the root, an `x-request-id` on every response, the SDK's
 empty-bodied POST and DELETE, bracketed query arrays, and the SDK's exception classes.
@@ -87,7 +87,7 @@ def test_every_route_answers_with_and_without_the_v1_prefix(
     ) as stream:
         assert stream.status_code == 200
         request_id(stream)
-        # protocol.md 12: a cancelled stream ends with response.failed (status cancelled).
+        # docs/protocol.md 12: a cancelled stream ends with response.failed (status cancelled).
         assert sse_events(stream)[-1] == "response.failed"
 
     assert ok(http.delete(f"{p}/responses/{turn['id']}"))["deleted"] is True

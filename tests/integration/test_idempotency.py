@@ -1,4 +1,4 @@
-"""Retried creates do not run twice (durability.md G11; issue 5): a POST /v1/responses
+"""Retried creates do not run twice (docs/guarantees.md G11; issue 5): a POST /v1/responses
 with an `Idempotency-Key` that was already used returns the first response and starts
 nothing, whether the client repeats it on purpose or the openai SDK retries it after a
 timeout. Runs are counted with a server tool that appends to a file per call."""

@@ -197,7 +197,7 @@ def test_a_background_turn_can_continue_a_background_turn(sdk: openai.OpenAI) ->
 def test_a_follow_up_of_a_running_response_waits_for_its_whole_answer(
     sdk: openai.OpenAI,
 ) -> None:
-    """durability.md, Lane: a turn chained to a response that is not yet terminal joins
+    """docs/guarantees.md, Lane: a turn chained to a response that is not yet terminal joins
     its lane and runs after it, with the finished turn in its history."""
     running = sdk.responses.create(model=MODEL, input=SLOW, background=True)
     follow_up = sdk.responses.create(

@@ -1,4 +1,4 @@
-"""Issue 21: histories that lost the pairing of a call and its output (durability.md G5),
+"""Issue 21: histories that lost the pairing of a call and its output (docs/guarantees.md G5),
 against real server processes.
 
 Window 3. A turn accepted while its lane was busy was checked with pending calls allowed

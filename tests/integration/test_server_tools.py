@@ -1,4 +1,4 @@
-"""Server-side tools run by the server through its journal (durability.md G3, G5, G6),
+"""Server-side tools run by the server through its journal (docs/guarantees.md G3, G5, G6),
 observed from outside: the SDK's view of the response and the tools' side-effect files."""
 
 from __future__ import annotations

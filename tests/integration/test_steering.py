@@ -1,4 +1,4 @@
-"""Steering a busy lane (durability.md, Steering, G9, G10; issue 5), through the openai SDK
+"""Steering a busy lane (docs/guarantees.md, Steering, G9, G10; issue 5), through the openai SDK
 and raw SSE against a real server process.
 
 A lane is a conversation, or a previous_response_id chain whose last turn still runs. While
@@ -154,7 +154,7 @@ class LiveStream:
 def as_published(value: Any) -> Any:
     """`value` with incomplete_details.reason "steered" read as "max_output_tokens".
 
-    Deliberate divergence: durability.md (Steering) ends an interrupted turn with
+    Deliberate divergence: docs/guarantees.md (Steering) ends an interrupted turn with
     `incomplete_details.reason = "steered"`, a reason the vendored OpenAI schema's enum
     does not list yet (it has max_output_tokens and content_filter). Every other field of
     such an event is still validated against both schemas."""

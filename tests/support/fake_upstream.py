@@ -11,7 +11,7 @@ asked for `logprobs`, each word chunk carries made-up ones (log probability -0.5
 (a function of the request body, for tests that script by content, e.g. many concurrent
 turns), else answers "ok".
 
-It is as strict about tool pairing as OpenAI's Chat Completions (durability.md, "G5 at the
+It is as strict about tool pairing as OpenAI's Chat Completions (docs/guarantees.md, "G5 at the
 wire"): a history where an assistant message's `tool_calls` are not each answered by a
 `tool` message right after it, or a `tool` message that answers no pending call (none, or
 one already answered), gets HTTP 400 in OpenAI's error envelope with OpenAI's message,

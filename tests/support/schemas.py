@@ -16,7 +16,7 @@ schema and each failing JSON path, so it reads well in a pytest failure.
 Deliberate divergence: the ``error`` stream event has incompatible shapes in the
 two documents (flat in OpenAI, nested under ``error`` in Open Responses), and the
 openai SDK raises ``APIError`` on any payload with a top-level ``error`` key.
-This project sends the flat OpenAI shape (protocol.md section 10, item 5), so
+This project sends the flat OpenAI shape (docs/protocol.md section 10, item 5), so
 ``validate_event`` checks ``error`` events against the OpenAI schema only.
 
 A JSON-schema ``text.format`` echoed in a Response cannot satisfy both either: Open

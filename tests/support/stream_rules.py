@@ -1,7 +1,7 @@
 """Check that a Responses SSE stream obeys the ordering rules.
 
-``check_stream`` enforces protocol.md section 7 (what the openai SDK's
-``responses.stream()`` state machine needs) and durability.md G7 (what a replay
+``check_stream`` enforces docs/protocol.md section 7 (what the openai SDK's
+``responses.stream()`` state machine needs) and docs/guarantees.md G7 (what a replay
 must look like after any number of crashes). ``parse_sse`` decodes a raw
 ``text/event-stream`` body the way the SDK does, but strictly: anything the SDK
 would choke on is an ``AssertionError`` here.
@@ -11,7 +11,7 @@ it are unknown, so rules that need their earlier events are skipped for them,
 while everything that can be checked from inside the window still is.
 
 A stream may also consist of one flat ``error`` event and nothing else: that is
-how a response whose creation failed is reported (protocol.md section 10, item 2).
+how a response whose creation failed is reported (docs/protocol.md section 10, item 2).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ LIFECYCLE_TYPES: Final = TERMINAL_TYPES | {
     "response.in_progress",
 }
 # The response.status each lifecycle event may carry. A cancelled stream ends with
-# response.failed whose status is "cancelled" (protocol.md section 12).
+# response.failed whose status is "cancelled" (docs/protocol.md section 12).
 _LIFECYCLE_STATUS: Final[Mapping[str, frozenset[str]]] = {
     "response.created": frozenset({"queued", "in_progress"}),
     "response.queued": frozenset({"queued"}),
@@ -122,7 +122,7 @@ class _Checker:
         if "error" in event:
             self.fail(
                 "payload has a top-level 'error' key; the openai SDK raises APIError on it "
-                "(protocol.md section 10, item 5)"
+                "(docs/protocol.md section 10, item 5)"
             )
 
     def check_flat_error(self, event: Mapping[str, Any]) -> None:
