@@ -10,6 +10,7 @@ from ._errors import (
     NotFound,
     QueueFull,
     RecoveryError,
+    StepFailed,
     TurnStopped,
     Unavailable,
 )
@@ -31,7 +32,7 @@ from ._sinks import encode as encode_event
 from ._status import TERMINAL_EVENTS, ResponseStatus
 from ._synthesize import synthesize as synthesize_events
 from ._tools import Tool, ToolContext, tool
-from ._workflow import StepFailed, Workflow, WorkflowContext, workflow
+from ._workflow import Workflow, WorkflowContext, workflow
 
 __all__ = [
     "TERMINAL_EVENTS",

@@ -3,15 +3,33 @@
 RecoveryError                 a request the runtime refuses, or a failure inside it
 +-- InvalidRequest            bad input from the client (HTTP 400); carries param and code
 +-- NotFound                  no such response or conversation for this tenant (HTTP 404)
++-- Unavailable               the runtime cannot take the request now: it is shutting down,
+|                             or its store cannot be written (HTTP 503)
++-- LaneLocked                a `reject` turn found its lane busy (HTTP 409)
++-- QueueFull                 its lane or its tenant has the most queued turns allowed
+|                             (HTTP 429, with `retry_after`)
 +-- ModelError                the model failed; carries the Responses error code
++-- StepFailed                a workflow step raised: recorded `errored`, and raised again
+|                             on every replay (the handler may catch it)
++-- ToolOutcomeUnknown        internal: an ambiguous call that must fail closed (G4); the
+|                             turn ends failed with `tool_outcome_unknown`
++-- ToolArgumentsError        internal: the model's arguments do not match a tool's schema;
+|                             the call is answered with the error instead of running
++-- ToolTimedOut              internal: an async tool body passed its timeout and was
+                              cancelled; the call is answered "timed out"
 
 BaseException
-+-- TurnStopped               control flow: the turn must stop (cancel, steer, lease lost);
-                              a BaseException so that a tool's `except Exception` cannot
-                              swallow it
++-- TurnStopped               control flow: the turn must stop (cancel, steer, shutdown,
+                              lease lost); a BaseException so that a tool's or a workflow's
+                              `except Exception` cannot swallow it
+
+The internal ones never leave a turn: the runner and the tool phase turn them into the
+response's `error` or a call's output.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class RecoveryError(Exception):
@@ -71,9 +89,48 @@ class ModelError(RecoveryError):
         self.retry_after = retry_after
 
 
+class StepFailed(RecoveryError):
+    """A step raised: recorded as `errored`, and raised again on every replay."""
+
+
+_INTERRUPTED = (
+    "the server stopped while it ran, and the tool is neither idempotent nor reconcilable, "
+    "so it was not run again."
+)
+
+
+class ToolOutcomeUnknown(RecoveryError):
+    """An ambiguous call of a tool that is neither idempotent nor reconcilable (G4).
+    `outputs` holds the outputs of the step's calls that did finish."""
+
+    def __init__(
+        self,
+        tool: str,
+        call_id: str,
+        key: str,
+        outputs: list[dict[str, Any]],
+        *,
+        why: str = _INTERRUPTED,
+    ) -> None:
+        super().__init__(
+            f"The outcome of tool '{tool}' (call_id '{call_id}', idempotency key '{key}') is "
+            f"unknown: {why} Check whether its effect happened."
+        )
+        self.outputs = outputs
+
+
+class ToolArgumentsError(RecoveryError):
+    """The model's arguments do not match the tool's schema."""
+
+
+class ToolTimedOut(RecoveryError):
+    """An async body did not finish within its tool's timeout, and was cancelled."""
+
+
 class TurnStopped(BaseException):
     """The running turn must stop at once without writing (lease lost) or at the next safe
-    point (cancel). `reason` says which."""
+    point (cancel, steer, shutdown). `reason` says which: "cancelled", "interrupt",
+    "rollback", "shutdown" or "lease_lost"."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 from store import JournalEntry
 
 from . import _failpoints as fp
+from ._errors import ToolArgumentsError, ToolOutcomeUnknown, ToolTimedOut
 from ._ids import new_id
-from ._tools import Tool, ToolArgumentsError, ToolContext, ToolTimedOut, tool_output
+from ._tools import Tool, ToolContext, tool_output
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -43,24 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("recovery.tools")
 
 Item = dict[str, Any]
-
-_INTERRUPTED = (
-    "the server stopped while it ran, and the tool is neither idempotent nor reconcilable, "
-    "so it was not run again."
-)
-
-
-class ToolOutcomeUnknown(Exception):
-    """An ambiguous call of a tool that is neither idempotent nor reconcilable."""
-
-    def __init__(
-        self, tool: str, call_id: str, key: str, outputs: list[Item], *, why: str = _INTERRUPTED
-    ) -> None:
-        super().__init__(
-            f"The outcome of tool '{tool}' (call_id '{call_id}', idempotency key '{key}') is "
-            f"unknown: {why} Check whether its effect happened."
-        )
-        self.outputs = outputs
 
 
 def idempotency_key(response_id: str, call_id: str, step: int | None = None) -> str:

@@ -30,10 +30,10 @@ from store import Fence, ItemRow, LeaseLost, ResponseRecord, StopRequested, Stor
 from . import _failpoints as fp
 from ._agent import Agent
 from ._emitter import Emitter
-from ._errors import InvalidRequest, ModelError, TurnStopped
+from ._errors import InvalidRequest, ModelError, StepFailed, ToolOutcomeUnknown, TurnStopped
 from ._history import history_items, unpaired_call
 from ._items import text_of
-from ._journal import ToolOutcomeUnknown, ToolPhase
+from ._journal import ToolPhase
 from ._json import dumps
 from ._model import (
     FunctionCallDelta,
@@ -49,7 +49,7 @@ from ._response import add_usage, usage_from_object, usage_object
 from ._restore import restore
 from ._sinks import Sink, encode
 from ._status import ResponseStatus
-from ._workflow import StepFailed, Workflow, WorkflowContext, run_workflow
+from ._workflow import Workflow, WorkflowContext, run_workflow
 
 if TYPE_CHECKING:
     from ._runtime import Runtime

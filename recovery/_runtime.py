@@ -36,8 +36,8 @@ from store import (
     StoreError,
     StoreUnavailable,
     StoreVanished,
+    TooManyQueued,
 )
-from store import QueueFull as StoreQueueFull
 
 from . import _failpoints as fp
 from ._agent import Agent
@@ -387,7 +387,7 @@ class Runtime:
                 "Another turn of this conversation is still running, and this request's "
                 "multitask_strategy is 'reject'."
             ) from None
-        except StoreQueueFull as exc:
+        except TooManyQueued as exc:
             where = "this conversation" if exc.where == "lane" else "this API key"
             raise QueueFull(
                 f"{where.capitalize()} already has {exc.queued} queued responses, the most "

@@ -17,14 +17,6 @@ class ResponseStatus(StrEnum):
     def is_terminal(self) -> bool:
         return self in _TERMINAL
 
-    def can_become(self, other: ResponseStatus) -> bool:
-        """Legal transitions: forward only, and a terminal status is final."""
-        if self.is_terminal:
-            return False
-        if self is ResponseStatus.QUEUED:
-            return other is not ResponseStatus.QUEUED
-        return other.is_terminal
-
 
 _TERMINAL = frozenset(
     {

@@ -32,6 +32,8 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from ._errors import ToolArgumentsError, ToolTimedOut
+
 Reconcile = Callable[..., Awaitable[Any]]
 
 
@@ -45,14 +47,6 @@ class ToolContext:
     idempotency_key: str  # the same for one logical call across retries and processes
     attempt: int  # 1 for the first run, more when an idempotent call runs again
     cancelled: asyncio.Event = field(default_factory=asyncio.Event, compare=False)
-
-
-class ToolArgumentsError(Exception):
-    """The model's arguments do not match the tool's schema."""
-
-
-class ToolTimedOut(Exception):
-    """An async body did not finish within its tool's timeout, and was cancelled."""
 
 
 class Tool:

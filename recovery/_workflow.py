@@ -28,7 +28,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._journal import ToolOutcomeUnknown, _outlast, idempotency_key
+from ._errors import StepFailed, ToolOutcomeUnknown
+from ._journal import _outlast, idempotency_key
 from ._tools import tool_output
 
 if TYPE_CHECKING:
@@ -39,10 +40,6 @@ T = TypeVar("T")
 Handler = Callable[["WorkflowContext"], Awaitable[Any]]
 
 _current_key: contextvars.ContextVar[str] = contextvars.ContextVar("step_idempotency_key")
-
-
-class StepFailed(Exception):
-    """A step raised: recorded as `errored`, and raised again on every replay."""
 
 
 class Workflow:

@@ -8,12 +8,12 @@ from ._errors import (
     IdempotencyMismatch,
     LaneBusy,
     LeaseLost,
-    QueueFull,
     StopRequested,
     StoreError,
     StoreOpenError,
     StoreUnavailable,
     StoreVanished,
+    TooManyQueued,
 )
 from ._records import (
     Admission,
@@ -26,11 +26,10 @@ from ._records import (
     ResponseRecord,
 )
 from ._schema import SCHEMA_VERSION
-from ._sqlite import TERMINAL, SQLiteStore, open_store
+from ._sqlite import SQLiteStore, open_store
 
 __all__ = [
     "SCHEMA_VERSION",
-    "TERMINAL",
     "Admission",
     "Conflict",
     "ConversationRecord",
@@ -42,7 +41,6 @@ __all__ = [
     "LaneBusy",
     "LeaseLost",
     "NewResponse",
-    "QueueFull",
     "ResponseRecord",
     "SQLiteStore",
     "StopRequested",
@@ -50,5 +48,6 @@ __all__ = [
     "StoreOpenError",
     "StoreUnavailable",
     "StoreVanished",
+    "TooManyQueued",
     "open_store",
 ]

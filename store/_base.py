@@ -22,7 +22,6 @@ from ._records import (
 
 Order = Literal["asc", "desc"]
 T = TypeVar("T")
-TERMINAL = ("completed", "failed", "cancelled", "incomplete")
 _TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'incomplete')"
 
 _RESPONSE_COLUMNS = (

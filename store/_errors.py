@@ -6,13 +6,16 @@
     |   |                       failing (this may pass by itself)
     |   +-- StoreVanished       its file was deleted or replaced while open: writes are
     |                           refused until a restart (this does not pass)
-    +-- LeaseLost               a fenced write found another owner or epoch (BaseException-free:
-                                the runtime turns it into its own control-flow signal)
+    +-- LeaseLost               a fenced write found another owner or epoch
     +-- Conflict                a guarded transition matched no row (for example a duplicate key)
-    +-- StopRequested           a turn tried to end otherwise after a cancel or steer was recorded
+    +-- StopRequested           a turn tried to end otherwise after a cancel or steer was
+    |                           recorded (raised only by a turn's terminal write)
     +-- LaneBusy                a `reject` turn found its lane busy (nothing was written)
-    +-- QueueFull               the lane already has the most queued turns allowed
+    +-- TooManyQueued           the lane or the tenant already has the most queued turns allowed
     +-- IdempotencyMismatch     an idempotency key was reused with a different request
+
+The runtime translates the admission errors (LaneBusy, TooManyQueued, IdempotencyMismatch)
+into its own (`recovery.LaneLocked`, `recovery.QueueFull`, `recovery.InvalidRequest`).
 
 `translate_sqlite_errors` is the one place where `sqlite3` errors become ours
 (`from_sqlite`, which it uses, tells a failing disk from a failed statement).
@@ -64,7 +67,9 @@ class LaneBusy(StoreError):
     """The lane has an unfinished turn and the new one asked not to wait."""
 
 
-class QueueFull(StoreError):
+class TooManyQueued(StoreError):
+    """Admitting the turn would pass a limit of queued turns: of its lane, or of its tenant."""
+
     def __init__(self, queued: int, where: str) -> None:
         super().__init__(f"{queued} turns are already queued in this {where}")
         self.queued = queued

@@ -17,7 +17,6 @@ from ._base import (
     _LANE_HEAD,
     _RESPONSE_COLUMNS,
     _TERMINAL_SQL,
-    TERMINAL,
     UNFINISHED,
     Order,
     _fetchall,
@@ -30,10 +29,10 @@ from ._errors import (
     IdempotencyMismatch,
     LaneBusy,
     LeaseLost,
-    QueueFull,
     StopRequested,
     StoreError,
     StoreOpenError,
+    TooManyQueued,
     translate_sqlite_errors,
 )
 from ._health import FileWatch
@@ -41,7 +40,7 @@ from ._journal import JournalStore
 from ._records import Admission, EventRow, Fence, ItemRow, NewResponse, ResponseRecord
 from ._schema import MIGRATIONS
 
-__all__ = ["TERMINAL", "SQLiteStore", "open_store"]
+__all__ = ["SQLiteStore", "open_store"]
 
 # The responses that the previous_response_id chains of unfinished responses reach (their
 # shared parts walked once). The first term repeats UNFINISHED for the partial indexes.
@@ -163,7 +162,7 @@ class SQLiteStore(ConversationStore, JournalStore):
                 (new.tenant,),
             )
             if row is not None and row[0] >= rules.max_queued_tenant:
-                raise QueueFull(row[0], "tenant")
+                raise TooManyQueued(row[0], "tenant")
         lane = new.lane
         rows = _fetchall(
             tx.conn,
@@ -176,7 +175,7 @@ class SQLiteStore(ConversationStore, JournalStore):
             raise LaneBusy(f"lane {lane} has an unfinished turn")
         queued = sum(1 for row in rows if row[1] == "queued")
         if rules.max_queued is not None and queued >= rules.max_queued:
-            raise QueueFull(queued, "lane")
+            raise TooManyQueued(queued, "lane")
         if rules.steer is not None:
             # Only the lane's running turn: a foreground turn waiting in place is not it.
             tx.conn.execute(

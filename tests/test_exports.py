@@ -52,7 +52,6 @@ PUBLIC = {
     ],
     store: [
         "SCHEMA_VERSION",
-        "TERMINAL",
         "Admission",
         "Conflict",
         "IdempotencyMismatch",
@@ -64,7 +63,6 @@ PUBLIC = {
         "LaneBusy",
         "LeaseLost",
         "NewResponse",
-        "QueueFull",
         "ResponseRecord",
         "SQLiteStore",
         "StopRequested",
@@ -72,6 +70,7 @@ PUBLIC = {
         "StoreOpenError",
         "StoreUnavailable",
         "StoreVanished",
+        "TooManyQueued",
         "open_store",
     ],
 }

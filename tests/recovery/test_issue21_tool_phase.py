@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from recovery import Agent, Observer, RuntimeSettings, ToolContext, tool
-from recovery._journal import ToolOutcomeUnknown, ToolPhase
+from recovery._errors import ToolOutcomeUnknown
+from recovery._journal import ToolPhase
 from store import Admission, Fence, SQLiteStore, open_store
 from tests.store.test_sqlite import new_response
 
