@@ -14,17 +14,12 @@ from recovery import NotFound, new_id, normalize_item
 from store import ConversationRecord, ItemRow
 
 from ._context import context, read_body, tenant
+from ._json_body import parse_json
+from ._query import query_int, query_order
+from ._request_models import AddConversationItems, CreateConversation, UpdateConversation
+from ._request_rules import validate_items
 from ._responses_routes import list_page, raw_json
-from ._validation import (
-    AddConversationItems,
-    CreateConversation,
-    UpdateConversation,
-    parse_json,
-    query_int,
-    query_order,
-    validate,
-    validate_items,
-)
+from ._validation_base import validate
 
 MAX_ITEMS = 20
 

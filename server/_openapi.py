@@ -1,8 +1,8 @@
 """The API's own OpenAPI 3.1 document, served at /openapi.json and /v1/openapi.json.
 
 What a request may carry is generated from the very models that validate it
-(`_validation.py`), with this server's configured limits (input items, tools): what we
-accept is what we document. The tagged unions that `_validation.py` dispatches by hand
+(`_request_models.py`), with this server's configured limits (input items, tools): what we
+accept is what we document. The tagged unions that `_request_rules.py` dispatches by hand
 (input items, content parts, tools, tool_choice) are wired in here from the models of
 each branch. What JSON Schema cannot say (nesting depth, parameters that exclude each
 other, tool pairing) is said in descriptions. The response models below only document:
@@ -20,9 +20,11 @@ from pydantic.json_schema import SkipJsonSchema, models_json_schema
 from starlette.requests import Request
 from starlette.responses import Response
 
-from . import _validation as v
+from . import _request_models as v
 from ._auth import _EXEMPT as NO_KEY_NEEDED  # the probes
 from ._conversations_routes import MAX_ITEMS as MAX_CONVERSATION_ITEMS
+from ._json_body import MAX_JSON_DEPTH
+from ._query import INT64_MAX
 from ._settings import Settings
 
 Json = dict[str, Any]
@@ -222,7 +224,7 @@ def _any_of(models: Iterable[type[BaseModel]]) -> Json:
 
 def _replace(properties: Json, name: str, schema: Json) -> None:
     """Put `schema` (an anyOf) in place of the generated schema of a field that
-    `_validation.py` checks by hand, keeping whether the field may be null."""
+    `_request_rules.py` checks by hand, keeping whether the field may be null."""
     generated = properties[name]
     nullable = {"type": "null"} in generated.get("anyOf", [])
     branches = [*schema["anyOf"], {"type": "null"}] if nullable else schema["anyOf"]
@@ -331,7 +333,7 @@ _PAGE = [
 _STREAM = _query("stream", {"type": "boolean"}, "Stream the events of a background response.")
 _STARTING_AFTER = _query(
     "starting_after",
-    {"type": "integer", "minimum": -1, "maximum": v.INT64_MAX},
+    {"type": "integer", "minimum": -1, "maximum": INT64_MAX},
     "With stream=true: only events after this sequence number.",
 )
 _IDEMPOTENCY_KEY = {
@@ -411,7 +413,7 @@ A self-hosted server for the OpenAI Responses API that never loses an agent's wo
 
 Every `/v1` route is also served without the prefix (`/responses`), and this document at
 `/v1/openapi.json` too. Request bodies are JSON objects of at most {{max_body}} bytes,
-nested at most {v.MAX_JSON_DEPTH} levels deep, with finite numbers only (no NaN,
+nested at most {MAX_JSON_DEPTH} levels deep, with finite numbers only (no NaN,
 Infinity, or a number out of a double's range such as `1e309`); anything else is a 400
 `invalid_json`. Every error is `{{"error": {{"message", "type", "param", "code"}}}}` and
 every response has an `x-request-id` header. Constraints JSON Schema cannot express are

@@ -19,14 +19,10 @@ from store import EventRow, ResponseRecord
 
 from ._context import context, read_body, tenant
 from ._errors import APIError, error_response
+from ._json_body import parse_json
+from ._query import query_bool, query_int, query_order
+from ._request_rules import validate_create
 from ._sse import StreamSlot, stream_to
-from ._validation import (
-    parse_json,
-    query_bool,
-    query_int,
-    query_order,
-    validate_create,
-)
 
 
 def raw_json(text: str, status: int = 200) -> Response:

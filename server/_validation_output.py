@@ -3,7 +3,7 @@
 honour them (docs/protocol.md section 3: nothing asked for is dropped silently).
 
 `text.format` is a `type`-tagged union, dispatched by hand (as input items and tools are
-in `_validation.py`) so that an error names `text.format.<field>`; its field is typed
+in `_request_rules.py`) so that an error names `text.format.<field>`; its field is typed
 loosely for pydantic and documented exactly with `WithJsonSchema`.
 """
 

@@ -1,0 +1,229 @@
+"""The pydantic models of request bodies: content parts, input items, tools, tool_choice,
+the create request and the conversation requests, and the `type`-tagged dispatch tables
+that `_request_rules.py` picks a model from (and `_openapi.py` documents).
+
+Every model has `extra="forbid"` (`_Strict`), so an unknown field is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, WithJsonSchema
+
+from ._validation_base import Json, _Strict
+from ._validation_output import Include, ReasoningParam, TextParam
+
+# -- content parts and items ----------------------------------------------------------
+
+
+class InputText(_Strict):
+    type: Literal["input_text"]
+    text: str
+
+
+class InputImage(_Strict):
+    type: Literal["input_image"]
+    detail: Literal["low", "high", "auto", "original"] = "auto"
+    image_url: str  # a URL or a data: URL; images by `file_id` are refused (no Files API)
+    file_id: Annotated[None, WithJsonSchema({"type": "null"})] = None
+
+
+class InputFile(_Strict):
+    type: Literal["input_file"]
+    file_id: str | None = None
+    file_data: str | None = None
+    file_url: str | None = None
+    filename: str | None = None
+
+
+class OutputText(_Strict):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Json] = Field(default_factory=list)
+    logprobs: list[Json] = Field(default_factory=list)
+
+
+class Refusal(_Strict):
+    type: Literal["refusal"]
+    refusal: str
+
+
+# `input_file` (InputFile, kept to document stored items) is refused: no model is sent
+# files yet, and a part the model never sees must not be accepted (`_request_rules._validate_part`).
+PART_MODELS: dict[str, type[_Strict]] = {
+    "input_text": InputText,
+    "input_image": InputImage,
+    "output_text": OutputText,
+    "refusal": Refusal,
+}
+
+
+class Message(_Strict):
+    type: Literal["message"] | None = None
+    id: str | None = None
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[Json]
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    phase: Literal["commentary", "final_answer"] | None = None
+
+
+class FunctionCall(_Strict):
+    type: Literal["function_call"]
+    id: str | None = None
+    call_id: Annotated[str, Field(min_length=1, max_length=64)]
+    name: Annotated[str, Field(min_length=1)]
+    arguments: str
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    namespace: str | None = None
+
+
+class FunctionCallOutput(_Strict):
+    type: Literal["function_call_output"]
+    id: str | None = None
+    call_id: Annotated[str, Field(min_length=1, max_length=64)]
+    output: str | list[Json]
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class Reasoning(_Strict):
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[Json] = Field(default_factory=list)
+    content: list[Json] | None = None
+    encrypted_content: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+ITEM_MODELS: dict[str, type[_Strict]] = {
+    "message": Message,
+    "function_call": FunctionCall,
+    "function_call_output": FunctionCallOutput,
+    "reasoning": Reasoning,
+}
+
+
+class ToolChoiceFunction(_Strict):
+    type: Literal["function"]
+    name: str
+
+
+class ToolChoiceAllowedTools(_Strict):
+    type: Literal["allowed_tools"]
+    mode: Literal["auto", "required"]
+    tools: list[Json]
+
+
+TOOL_CHOICE_MODELS: dict[str, type[_Strict]] = {
+    "function": ToolChoiceFunction,
+    "allowed_tools": ToolChoiceAllowedTools,
+}
+
+
+class FunctionTool(_Strict):
+    type: Literal["function"]
+    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")]
+    description: str | None = None
+    parameters: Json | None = None
+    strict: bool | None = None
+    defer_loading: bool | None = None
+    allowed_callers: list[str] | None = None
+    output_schema: Json | None = None
+
+
+# -- create ---------------------------------------------------------------------------
+
+
+def check_metadata(value: dict[str, str]) -> dict[str, str]:
+    if len(value) > 16:
+        raise ValueError("metadata can have at most 16 key-value pairs")
+    for key, item in value.items():
+        if len(key) > 64:
+            raise ValueError(f"metadata key '{key[:16]}...' is longer than 64 characters")
+        if len(item) > 512:
+            raise ValueError(f"metadata value of '{key}' is longer than 512 characters")
+    return value
+
+
+Metadata = Annotated[
+    dict[str, str],
+    AfterValidator(check_metadata),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": 16,
+            "propertyNames": {"maxLength": 64},
+            "additionalProperties": {"type": "string", "maxLength": 512},
+        }
+    ),
+]
+
+
+class ConversationRef(_Strict):
+    id: str
+
+
+class StreamOptions(_Strict):
+    include_obfuscation: bool | None = None
+
+
+class CreateResponse(_Strict):
+    model: str
+    input: str | list[Json] | None = None
+    instructions: str | None = None
+    tools: list[Json] | None = None
+    tool_choice: Literal["none", "auto", "required"] | Json | None = None
+    parallel_tool_calls: bool | None = None
+    previous_response_id: str | None = None
+    conversation: str | ConversationRef | None = None
+    store: bool | None = None
+    background: bool | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    metadata: Metadata | None = None
+    max_output_tokens: Annotated[int, Field(ge=16)] | None = None
+    max_tool_calls: Annotated[int, Field(ge=1)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    include: Include | None = None
+    text: TextParam | None = None
+    reasoning: ReasoningParam | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    safety_identifier: Annotated[str, Field(max_length=64)] | None = None
+    user: str | None = None
+    service_tier: (
+        Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None
+    ) = None
+    # Extension (docs/protocol.md section 10): what to do when the lane is busy.
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
+    # Known but not supported here: refused with a clear message
+    # (_validation_output.UNSUPPORTED_PARAMETERS).
+    prompt: Annotated[Json | None, WithJsonSchema({"type": "null"})] = None
+    context_management: Annotated[Any, WithJsonSchema({"type": "null"})] = None
+    # 2026 additions that only tune the service: accepted and ignored.
+    access_programs: Any = None
+    background_options: Any = None
+    image: Any = None
+    moderation: Any = None
+    prompt_cache_options: Any = None
+
+
+# -- conversations --------------------------------------------------------------------
+
+
+class CreateConversation(_Strict):
+    items: list[Json] | None = None
+    metadata: Metadata | None = None
+
+
+class UpdateConversation(_Strict):
+    metadata: Metadata | None
+
+
+class AddConversationItems(_Strict):
+    items: list[Json]

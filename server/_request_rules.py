@@ -1,0 +1,206 @@
+"""Request bodies validated into plain dicts or OpenAI-style 400s: the create request, its
+input items, content parts, tools and tool_choice, and conversation items.
+
+Bodies are checked in two layers so that every error names its parameter the way
+OpenAI does (`input[2].content`, `tools[0].type`): pydantic models with `extra="forbid"`
+for the fixed shapes (`_request_models.py`), and small dispatch functions here for the
+`type`-tagged unions (input items, content parts, tools, tool_choice), which pick the
+model by tag and build the path themselves. `_validation_errors.py` turns pydantic's
+errors into those 400s, and `_openapi.py` documents the same models. What a request asks
+of the answer (`text`, `reasoning`, `include`) is checked in `_validation_output.py`; what
+the server cannot honour is refused there and here (input files), never dropped.
+
+Before any of that, a body must be standard JSON (`_json_body.parse_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import APIError
+from ._request_models import (
+    ITEM_MODELS,
+    PART_MODELS,
+    TOOL_CHOICE_MODELS,
+    CreateResponse,
+    FunctionTool,
+)
+from ._validation_base import Json, validate
+from ._validation_errors import invalid_type
+from ._validation_output import check_output_options
+
+# The field of an item that holds content parts, by item type.
+_PARTS_KEY = {"message": "content", "function_call_output": "output"}
+
+
+def validate_create(body: Json, *, max_input_items: int = 2048, max_tools: int = 128) -> Json:
+    params = validate(CreateResponse, body)
+    check_output_options(params)
+    if isinstance(params.get("conversation"), dict):
+        params["conversation"] = params["conversation"]["id"]
+    if params.get("conversation") and params.get("previous_response_id"):
+        raise APIError(
+            400,
+            "Parameters 'conversation' and 'previous_response_id' cannot be used together.",
+            param="conversation",
+            code="invalid_parameter_combination",
+        )
+    if params.get("input") is None:
+        if not (params.get("conversation") or params.get("previous_response_id")):
+            raise APIError(
+                400,
+                "Missing required parameter: 'input'.",
+                param="input",
+                code="missing_required_parameter",
+            )
+        params["input"] = []
+    elif isinstance(params["input"], list):
+        params["input"] = validate_items(params["input"], path="input", limit=max_input_items)
+    _check_length(params.get("tools") or [], "tools", max_tools)
+    params["tools"] = [
+        validate_tool(tool, path=f"tools[{i}]") for i, tool in enumerate(params.get("tools") or [])
+    ]
+    _check_tool_choice(params)
+    if params.get("background") and params.get("store") is False:
+        raise APIError(
+            400, "Background mode requires store=true.", param="store", code="invalid_value"
+        )
+    if params.get("stream_options") and not params.get("stream"):
+        raise APIError(
+            400,
+            "stream_options can only be set when stream is true.",
+            param="stream_options",
+            code="invalid_value",
+        )
+    for name in (
+        "access_programs",
+        "background_options",
+        "context_management",
+        "image",
+        "moderation",
+        "prompt_cache_options",
+        "prompt",
+    ):
+        params.pop(name, None)
+    return params
+
+
+def _check_length(items: list[Any], path: str, limit: int) -> None:
+    if len(items) > limit:
+        raise APIError(
+            400,
+            f"Invalid '{path}': array too long. Expected an array with maximum length {limit}, "
+            f"but got an array with length {len(items)} instead.",
+            param=path,
+            code="array_above_max_length",
+        )
+
+
+def validate_items(items: list[Any], *, path: str, limit: int | None = None) -> list[Json]:
+    if limit is not None:
+        _check_length(items, path, limit)
+    return [validate_item(item, path=f"{path}[{i}]") for i, item in enumerate(items)]
+
+
+def validate_item(item: Any, *, path: str) -> Json:
+    if not isinstance(item, Mapping):
+        raise invalid_type(path, "an object", item)
+    kind = item.get("type") or "message"
+    model = ITEM_MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise APIError(
+            400,
+            f"Input item type '{kind}' is not supported by this server. Supported types: "
+            f"{', '.join(sorted(ITEM_MODELS))}.",
+            param=f"{path}.type",
+            code="unsupported_value",
+        )
+    value = validate(model, dict(item), path=path)
+    key = _PARTS_KEY.get(kind)  # a reasoning item's `content` is not made of these parts
+    parts = value.get(key) if key else None
+    if key and isinstance(parts, list):
+        value[key] = [
+            _validate_part(part, path=f"{path}.{key}[{i}]") for i, part in enumerate(parts)
+        ]
+    return value
+
+
+def _validate_part(part: Any, *, path: str) -> Json:
+    if not isinstance(part, Mapping):
+        raise invalid_type(path, "an object", part)
+    kind = part.get("type")
+    _refuse_unsent_part(part, path)
+    model = PART_MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise APIError(
+            400,
+            f"Invalid value: '{kind}'. Supported values are: {', '.join(map(repr, PART_MODELS))}.",
+            param=f"{path}.type",
+            code="invalid_value",
+        )
+    return validate(model, dict(part), path=path)
+
+
+def _refuse_unsent_part(part: Mapping[str, Any], path: str) -> None:
+    """Refuse a content part no model would be sent (rather than drop it): files, and
+    images by `file_id`, need a Files API this server does not have."""
+    if part.get("type") == "input_file":
+        raise APIError(
+            400,
+            f"Invalid content part '{path}': file inputs ('input_file') are not supported by "
+            "this server yet; no model would see the file. Send its text as 'input_text' "
+            "(or an image as 'input_image' with an image_url).",
+            param=path,
+            code="unsupported_value",
+        )
+    if part.get("type") == "input_image" and part.get("file_id") is not None:
+        raise APIError(
+            400,
+            f"Invalid content part '{path}': images by 'file_id' are not supported by this "
+            "server (it has no Files API); send the image as 'image_url', a URL or a "
+            "data: URL.",
+            param=path,
+            code="unsupported_value",
+        )
+
+
+def validate_tool(tool: Any, *, path: str) -> Json:
+    if not isinstance(tool, Mapping):
+        raise invalid_type(path, "an object", tool)
+    kind = tool.get("type")
+    if kind != "function":
+        raise APIError(
+            400,
+            f"Tool type '{kind}' is not supported by this server; only 'function' tools are.",
+            param=f"{path}.type",
+            code="unsupported_value",
+        )
+    value = validate(FunctionTool, dict(tool), path=path)
+    value.setdefault("description", None)
+    value.setdefault("parameters", None)
+    value.setdefault("strict", True)
+    return value
+
+
+def _check_tool_choice(params: Json) -> None:
+    choice = params.get("tool_choice")
+    if not isinstance(choice, dict):
+        return
+    kind = choice.get("type")
+    model = TOOL_CHOICE_MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise APIError(
+            400,
+            f"Tool choice type '{kind}' is not supported by this server.",
+            param="tool_choice.type",
+            code="unsupported_value",
+        )
+    params["tool_choice"] = choice = validate(model, choice, path="tool_choice")
+    if kind == "function" and choice["name"] not in {tool["name"] for tool in params["tools"]}:
+        raise APIError(
+            400,
+            f"Tool choice '{choice['name']}' not found in 'tools' parameter.",
+            param="tool_choice",
+            code="invalid_value",
+        )
