@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -9,9 +11,12 @@ import httpx
 import openai
 import pytest
 
+from tests.support.postgres import INSTALL_HINT, ThrowawayPostgres, find_bindir
 from tests.support.server import ServerProcess
 
 StartServer = Callable[..., ServerProcess]
+
+_databases = itertools.count()
 
 
 @pytest.fixture
@@ -30,6 +35,28 @@ def start_server(tmp_path: Path) -> Iterator[StartServer]:
     yield start
     for server in started:
         server.kill()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[ThrowawayPostgres]:
+    """A real PostgreSQL for the session, in a temporary directory on a loopback port.
+    Without PostgreSQL installed the tests that need it skip, except under CI, where the
+    skip would hide them: there they fail."""
+    bindir = find_bindir()
+    if bindir is None:
+        if os.environ.get("CI"):
+            pytest.fail(INSTALL_HINT)
+        pytest.skip(INSTALL_HINT)
+    cluster = ThrowawayPostgres(bindir)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres: ThrowawayPostgres, request: pytest.FixtureRequest) -> str:
+    """The URL of a new empty database of its own for this test."""
+    return postgres.create_database(f"t{next(_databases)}")
 
 
 @pytest.fixture(scope="session")
