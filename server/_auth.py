@@ -20,6 +20,8 @@ from pathlib import Path
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ._errors import APIError
+
 OPEN_TENANT = ""
 _EXEMPT = frozenset({"/healthz", "/readyz"})
 
@@ -62,8 +64,7 @@ class Keys:
 
 
 def _error(message: str, code: str) -> bytes:
-    error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
-    return json.dumps({"error": error}).encode()
+    return json.dumps(APIError(401, message, code=code).envelope()).encode()
 
 
 class AuthMiddleware:

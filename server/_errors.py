@@ -40,20 +40,30 @@ class APIError(Exception):
         self.code = code
         self.headers = headers or {}
 
+    def envelope(self) -> dict[str, dict[str, str | None]]:
+        """The OpenAI error envelope: the one place its shape is written."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def response_headers(self) -> dict[str, str]:
+        """The error's own headers, and whether the SDK should retry (a conflict or a
+        server error; only 502 and 503 are worth retrying)."""
+        headers = dict(self.headers)
+        if self.status == 409 or self.status >= 500:
+            headers.setdefault("x-should-retry", "true" if self.status in (502, 503) else "false")
+        return headers
+
 
 def error_response(error: APIError) -> JSONResponse:
-    body = {
-        "error": {
-            "message": error.message,
-            "type": error.type,
-            "param": error.param,
-            "code": error.code,
-        }
-    }
-    headers = dict(error.headers)
-    if error.status == 409 or error.status >= 500:
-        headers.setdefault("x-should-retry", "true" if error.status in (502, 503) else "false")
-    return JSONResponse(body, status_code=error.status, headers=headers)
+    return JSONResponse(
+        error.envelope(), status_code=error.status, headers=error.response_headers()
+    )
 
 
 async def handle_api_error(request: Request, exc: Exception) -> Response:

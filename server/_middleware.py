@@ -10,6 +10,7 @@ import secrets
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ._errors import APIError
 from ._logging import current_request_id
 
 log = logging.getLogger("server")
@@ -19,16 +20,15 @@ log = logging.getLogger("server")
 _PROCESS = secrets.token_hex(6)
 _SEQUENCE = itertools.count()
 
-_SERVER_ERROR = json.dumps(
-    {
-        "error": {
-            "message": "The server had an error processing your request.",
-            "type": "server_error",
-            "param": None,
-            "code": None,
-        }
-    }
-).encode()
+_SERVER_ERROR = APIError(
+    500, "The server had an error processing your request.", type="server_error"
+)
+# Sent by hand: the app that would render it is what just failed.
+_SERVER_ERROR_BODY = json.dumps(_SERVER_ERROR.envelope()).encode()
+_SERVER_ERROR_HEADERS = [
+    (b"content-type", b"application/json"),
+    *((name.encode(), value.encode()) for name, value in _SERVER_ERROR.response_headers().items()),
+]
 
 
 class RequestIdMiddleware:
@@ -62,11 +62,8 @@ class RequestIdMiddleware:
             await send_with_id(
                 {
                     "type": "http.response.start",
-                    "status": 500,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"x-should-retry", b"false"),
-                    ],
+                    "status": _SERVER_ERROR.status,
+                    "headers": _SERVER_ERROR_HEADERS,
                 }
             )
-            await send_with_id({"type": "http.response.body", "body": _SERVER_ERROR})
+            await send_with_id({"type": "http.response.body", "body": _SERVER_ERROR_BODY})

@@ -239,8 +239,7 @@ async def refuse_websocket(websocket: WebSocket) -> None:
         await websocket.send_denial_response(error_response(error))
         return
     await websocket.accept()
-    body = {"message": error.message, "type": error.type, "param": None, "code": error.code}
-    await websocket.send_json({"type": "error", "status": 501, "error": body})
+    await websocket.send_json({"type": "error", "status": 501, **error.envelope()})
     await websocket.close(code=1008, reason="WebSocket mode is not supported; use HTTP.")
 
 
