@@ -27,7 +27,8 @@ from ._model import (
     Usage,
 )
 from ._observer import ModelCall, Observer, ResponseEnd, current_response_id
-from ._runtime import Runtime, RuntimeSettings
+from ._runtime import Runtime
+from ._settings import RuntimeSettings
 from ._sinks import encode as encode_event
 from ._status import TERMINAL_EVENTS, ResponseStatus
 from ._synthesize import synthesize as synthesize_events

@@ -24,7 +24,9 @@ BaseException
                               `except Exception` cannot swallow it
 
 The internal ones never leave a turn: the runner and the tool phase turn them into the
-response's `error` or a call's output.
+response's `error` or a call's output. The store's `LeaseLost`, met by a fenced write of
+a turn, becomes `TurnStopped("lease_lost")` there (`lease_held`, _turn.py), before any
+code of the turn (a workflow handler's included) can see it.
 """
 
 from __future__ import annotations

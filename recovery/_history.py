@@ -217,3 +217,25 @@ async def _stored_history(
     elif conversation_id:
         history += loads_all(await store.conversation_history(conversation_id, conversation_upto))
     return history, "the item holding them was deleted"
+
+
+async def check_input(
+    store: SQLiteStore,
+    new_input: list[Item],
+    *,
+    tenant: str,
+    previous_response_id: str | None = None,
+    conversation_id: str | None = None,
+    allow_pending: bool = False,
+    param: str = "input",
+) -> None:
+    """Refuse client items that would break tool pairing against the history they
+    follow (G5), with InvalidRequest naming the call: an output that answers no call,
+    or a call answered twice; unless `allow_pending`, a call left without output."""
+    history = await load_history(
+        store,
+        tenant=tenant,
+        previous_response_id=previous_response_id,
+        conversation_id=conversation_id,
+    )
+    check_tool_pairing(history, new_input, allow_pending=allow_pending, param=param)

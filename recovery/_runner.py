@@ -11,8 +11,11 @@ call plus the server tools it asked for:
 A runner that starts on a response with committed progress resumes it: the snapshot and
 the events after it rebuild the output, a recorded step is never sent to the model
 again, and journaled calls follow G3/G4. It writes only through its fence (owner,
-epoch); a lost lease ends it without writing. A stop request (cancel) cuts a model
-stream at once and ends the turn at that safe point.
+epoch); a lost lease ends it without writing (TurnStopped "lease_lost", _turn.py). A stop
+request (cancel) cuts a model stream at once and ends the turn at that safe point.
+
+What the tool phase and a workflow's steps need of the turn is its `Turn` (_turn.py):
+they are handed that, not the runner.
 """
 
 from __future__ import annotations
@@ -23,17 +26,16 @@ import logging
 import random
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from store import Fence, ItemRow, LeaseLost, ResponseRecord, StopRequested, StoreError
+from store import ItemRow, ResponseRecord, StopRequested, StoreError
 
 from . import _failpoints as fp
 from ._agent import Agent
 from ._emitter import Emitter
 from ._errors import InvalidRequest, ModelError, StepFailed, ToolOutcomeUnknown, TurnStopped
-from ._history import history_items, unpaired_call
+from ._history import history_items, load_history, unpaired_call
 from ._items import text_of
-from ._journal import ToolPhase
 from ._json import dumps
 from ._model import (
     FunctionCallDelta,
@@ -49,10 +51,9 @@ from ._response import add_usage, usage_from_object, usage_object
 from ._restore import restore
 from ._sinks import Sink, encode
 from ._status import ResponseStatus
+from ._tool_phase import ToolPhase
+from ._turn import LEASE_LOST, SHUTDOWN, Turn, lease_held
 from ._workflow import Workflow, WorkflowContext, run_workflow
-
-if TYPE_CHECKING:
-    from ._runtime import Runtime
 
 log = logging.getLogger("recovery.runner")
 
@@ -107,36 +108,32 @@ class TurnRunner:
     def __init__(
         self,
         *,
-        runtime: Runtime,
+        turn: Turn,
         agent: Agent | Workflow,
         model: Model,
         record: ResponseRecord,
-        fence: Fence,
         sink: Sink,
         fresh: bool = False,
     ) -> None:
-        self._runtime = runtime
+        self.turn = turn
         self._fresh = fresh  # just created and claimed here: nothing to restore
-        self._store = runtime.store
+        self._store = turn.store
+        self._stop = turn.stop
         self._agent = agent
         self._model = model
         self._record = record
-        self._fence = fence
         self._sink = sink
         self._params: dict[str, Any] = json.loads(record.params)
         self._emitter = Emitter(json.loads(record.snapshot), record.last_seq + 1)
         self._usage: Usage | None = usage_from_object(self._emitter.response.get("usage"))
         self._step = record.step
-        self._stop_reason: str | None = None
         self.started = False  # False while a foreground turn waits for its lane
         # Paused or cut by a shutdown, leaving nothing unrecorded: its lease may be
         # released for another process to resume it at once.
         self.handed_over = False
-        self._draining = False
         self._model_task: asyncio.Task[tuple[Incomplete | None, list[FunctionCallDelta]]] | None = (
             None
         )
-        self.cancelled = asyncio.Event()  # tools see it as ToolContext.cancelled
         self.done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         if record.stop_request is not None:  # asked while no process drove it
             self.request_stop(record.stop_request)
@@ -151,18 +148,16 @@ class TurnRunner:
 
     @property
     def stopping(self) -> bool:
-        return self._stop_reason is not None
+        return self._stop.requested
 
     def request_drain(self) -> None:
         """Stop at the next step boundary without ending the turn (graceful shutdown):
         the current step finishes and is checkpointed; another process resumes the turn."""
-        self._draining = True
+        self._stop.drain()
 
     def request_stop(self, reason: str) -> None:
         """Stop at the next safe point; a model stream in flight is cut at once."""
-        if self._stop_reason is None:
-            self._stop_reason = reason
-        self.cancelled.set()
+        self._stop.request(reason)
         if self._model_task is not None:
             self._model_task.cancel()
 
@@ -182,16 +177,11 @@ class TurnRunner:
             else:
                 outcome = await self._run_steps(self._agent)
         except TurnStopped as stop:
-            if stop.reason == "lease_lost":
+            if stop.reason == LEASE_LOST:
                 return self._lost()
-            if stop.reason == "shutdown":
-                await self._sink.flush()
-                self.handed_over = True
-                log.info("response %s: paused at a step boundary for shutdown", self.response_id)
-                return self._resolve()
+            if stop.reason == SHUTDOWN:
+                return await self._pause()
             outcome = stopped(stop.reason)
-        except LeaseLost:
-            return self._lost()
         except ToolOutcomeUnknown as unknown:
             for output in unknown.outputs:  # the calls that did finish stay recorded
                 self._sink.emit(self._emitter.add_item(output))
@@ -213,19 +203,19 @@ class TurnRunner:
         await self._start()
         own: list[Item] = self._params["input"]
         users = [i for i in own if i.get("type") == "message" and i.get("role") == "user"]
-        ctx = WorkflowContext(self, own, text_of(users[-1]) if users else "")
+        ctx = WorkflowContext(self.turn, self.add_items, own, text_of(users[-1]) if users else "")
         await run_workflow(handler, ctx)
         return Outcome(ResponseStatus.COMPLETED)
 
     async def _run_steps(self, agent: Agent) -> Outcome:
         await self._start()
         history = await self._history()
-        phase = ToolPhase(self, agent)
+        phase = ToolPhase(self.turn, agent)
         budget = self._budgets(agent)
         while True:
             step_items = await self._recorded_step()
             if step_items is None:
-                self.check_stop()
+                self._stop.check()
                 if self._step >= budget.steps:
                     return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_steps")
                 incomplete, deltas = await self._model_step(agent, history)
@@ -244,7 +234,7 @@ class TurnRunner:
                         )
                     return Outcome(ResponseStatus.COMPLETED)
                 if fp.armed(fp.STEP_STREAMED):  # its worst moment: all else is committed
-                    await self._sink.flush()
+                    await self._flush()
                 fp.failpoint(fp.STEP_STREAMED)
                 await self._record_step(calls, call_events)
                 fp.failpoint(fp.STEP_RECORDED)
@@ -256,7 +246,7 @@ class TurnRunner:
             fp.failpoint(fp.CHECKPOINT)
             if phase.over_budget:
                 return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_tool_calls")
-            self.check_stop()
+            self._stop.check()
             if len(calls) > len(server_calls):
                 return Outcome(ResponseStatus.COMPLETED)  # a client tool call ends the turn
 
@@ -285,13 +275,6 @@ class TurnRunner:
         recorded = await self._store.get_step(self.response_id, self._step)
         return json.loads(recorded) if recorded is not None else None
 
-    def check_stop(self) -> None:
-        """Raise TurnStopped if the turn was asked to stop."""
-        if self._stop_reason is not None:
-            raise TurnStopped(self._stop_reason)
-        if self._draining:
-            raise TurnStopped("shutdown")
-
     # -- model calls --------------------------------------------------------------------
 
     async def _model_step(
@@ -299,7 +282,7 @@ class TurnRunner:
     ) -> tuple[Incomplete | None, list[FunctionCallDelta]]:
         """One model call, retried on retryable failures (G6: tools are not re-run).
         Returns how it ended and the function calls it asked for, not yet published."""
-        policy = self._runtime.settings
+        policy = self.turn.settings
         attempt = 0
         while True:
             output = history_items(self._emitter.output)
@@ -330,9 +313,9 @@ class TurnRunner:
                     attempt,
                     delay,
                 )
-                self._runtime.observer.model_retried(self._model, request)
+                self.turn.observer.model_retried(self._model, request)
                 await asyncio.sleep(delay)
-                self.check_stop()
+                self._stop.check()
 
     def _close_cut_items(self) -> None:
         self._sink.emit(self._emitter.close_open("incomplete"))
@@ -354,7 +337,7 @@ class TurnRunner:
                 # by a stop request: a failed model call, retried like any other.
                 raise ModelError("The model stream was cancelled.", retryable=True)
             self._close_cut_items()
-            raise TurnStopped(self._stop_reason or "cancelled")
+            raise TurnStopped(self._stop.reason or "cancelled")
         return task.result()
 
     async def _consume(
@@ -365,7 +348,7 @@ class TurnRunner:
         emitter, sink = self._emitter, self._sink
         incomplete: Incomplete | None = None
         calls: list[FunctionCallDelta] = []
-        async for event in self._runtime.observer.watch_model(self._model, request):
+        async for event in self.turn.observer.watch_model(self._model, request):
             if isinstance(event, TextDelta):
                 sink.emit(emitter.text_delta(event))
             elif isinstance(event, FunctionCallDelta):
@@ -426,7 +409,8 @@ class TurnRunner:
         """The history, then this turn's input, checked (G5) before any model call."""
         record = self._record
         try:
-            return await self._runtime.history(
+            return await load_history(
+                self._store,
                 tenant=record.tenant,
                 previous_response_id=record.previous_response_id,
                 conversation_id=record.conversation_id,
@@ -493,7 +477,7 @@ class TurnRunner:
         await self._behind_appends(
             self._store.record_step(
                 self.response_id,
-                self._fence,
+                self.turn.fence,
                 self._step,
                 dumps(calls),
                 events=[encode(e) for e in events] if durable else (),
@@ -505,11 +489,18 @@ class TurnRunner:
     async def _behind_appends(self, write: Coroutine[Any, Any, None]) -> None:
         """Queue `write` right behind the appends the sink has pending, without waiting
         for them first: the writer keeps order and the log refuses a gap, so both
-        usually share one commit instead of waiting for two in a row."""
+        usually share one commit instead of waiting for two in a row. A lost lease stops
+        the turn (TurnStopped "lease_lost")."""
         queued = asyncio.ensure_future(write)
-        for result in await asyncio.gather(self._sink.flush(), queued, return_exceptions=True):
-            if isinstance(result, BaseException):
-                raise result  # the appends' failure first: the write's follows from it
+        with lease_held():
+            for result in await asyncio.gather(self._sink.flush(), queued, return_exceptions=True):
+                if isinstance(result, BaseException):
+                    raise result  # the appends' failure first: the write's follows from it
+
+    async def _flush(self) -> None:
+        """Wait for the sink's pending appends; a lost lease stops the turn."""
+        with lease_held():
+            await self._sink.flush()
 
     async def _save_snapshot(
         self,
@@ -530,7 +521,7 @@ class TurnRunner:
         await self._behind_appends(
             self._store.save_snapshot(
                 self.response_id,
-                self._fence,
+                self.turn.fence,
                 status=status,
                 snapshot=dumps(self._emitter.response),
                 last_seq=last_seq,
@@ -556,7 +547,7 @@ class TurnRunner:
             except StopRequested as request:
                 # A cancel or steer was recorded before this end could be: it wins (G9).
                 terminal = await self._save_terminal(stopped(request.kind))
-        except LeaseLost:
+        except TurnStopped:  # only a lost lease stops a terminal write (`lease_held`)
             return self._lost()
         except StoreError as exc:
             return await self._abandon(exc)
@@ -589,7 +580,7 @@ class TurnRunner:
             emitter.next_seq = seq  # nothing of this end was committed
             raise
         end = ResponseEnd.of(self._record, self._emitter.response, steps=self._step)
-        self._runtime.observer.response_finished(end)
+        self.turn.observer.response_finished(end)
         return terminal
 
     def _conversation_items(self) -> list[ItemRow]:
@@ -619,6 +610,17 @@ class TurnRunner:
             )
         self._resolve()
 
+    async def _pause(self) -> None:
+        """Paused at a step boundary for a shutdown: once its events are committed, the
+        turn may be handed over."""
+        try:
+            await self._flush()
+        except TurnStopped:  # a lost lease: nothing to hand over
+            return self._lost()
+        self.handed_over = True
+        log.info("response %s: paused at a step boundary for shutdown", self.response_id)
+        self._resolve()
+
     def _lost(self) -> None:
         log.warning("response %s: lease lost, stopping without writing", self.response_id)
         self._resolve()
@@ -626,13 +628,3 @@ class TurnRunner:
     def _resolve(self) -> None:
         if not self.done.done():
             self.done.set_result(self._emitter.response)
-
-    # -- what the tool phase needs ------------------------------------------------------
-
-    @property
-    def fence(self) -> Fence:
-        return self._fence
-
-    @property
-    def runtime(self) -> Runtime:
-        return self._runtime

@@ -20,8 +20,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from store import (
     Admission,
@@ -45,7 +44,7 @@ from ._broker import Broker
 from ._chores import Chore
 from ._emitter import Emitter
 from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
-from ._history import check_tool_pairing, load_history
+from ._history import check_input
 from ._ids import new_id
 from ._json import dumps
 from ._leases import LeaseKeeper
@@ -53,33 +52,13 @@ from ._model import Model
 from ._observer import Observer, current_response_id
 from ._response import new_response
 from ._runner import TurnRunner
+from ._settings import RuntimeSettings
 from ._sinks import DurableSink, MemorySink, encode
 from ._status import TERMINAL_EVENTS, ResponseStatus
+from ._turn import Stop, Turn
 from ._workflow import Workflow
 
 log = logging.getLogger("recovery.runtime")
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeSettings:
-    lease_ttl: float = 10.0  # seconds a lease lasts without renewal
-    poll_interval: float = 0.25  # how often a live stream re-reads the log without a wake-up
-    cancel_wait: float = 10.0  # how long cancel waits for a running turn to stop
-    model_retries: int = 4  # retries of a failed model call (429, 5xx, resets, timeouts)
-    retry_base_delay: float = 0.5  # first backoff; doubles per retry, with jitter
-    retry_max_delay: float = 8.0
-    ambiguous_calls: Literal["fail", "report"] = "fail"  # G4: fail closed, or tell the model
-    max_recoveries: int = 3  # G1: recoveries of one response before it fails for good
-    scan_interval: float = 1.0  # seconds between recovery scans
-    heartbeat_interval: float = 1.0  # seconds between checks for stops asked elsewhere
-    loop_blocked_warning: float = 1.0  # seconds the event loop may be blocked unreported
-    shutdown_grace: float = 10.0  # seconds running turns get to reach a step boundary (G8)
-    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
-    max_queued: int = 100  # queued turns one lane may hold
-    max_queued_per_tenant: int = 1000  # queued background responses one tenant may have
-    retention: float = 30 * 86400.0  # seconds finished responses and their data are kept
-    purge_interval: float = 3600.0  # seconds between retention purges
-    chore_retry_max: float = 10.0  # longest pause of a chore retrying a failed store
 
 
 class Runtime:
@@ -243,7 +222,7 @@ class Runtime:
         # Only turns handed over (paused at a boundary, or cut after their bodies ended)
         # are released, by their fences: a turn that failed here, or whose end could not
         # be saved, keeps its lease until it expires, so its recovery is counted (G1).
-        handed = [(r.response_id, r.fence) for r in runners if r.handed_over]
+        handed = [(r.response_id, r.turn.fence) for r in runners if r.handed_over]
         try:
             await asyncio.shield(self.store.release_leases(handed))
         except StoreError as exc:
@@ -496,33 +475,6 @@ class Runtime:
         )
         return new, events
 
-    async def history(
-        self,
-        *,
-        tenant: str,
-        previous_response_id: str | None = None,
-        conversation_id: str | None = None,
-        conversation_upto: int | None = None,
-        turn_input: list[dict[str, Any]] | None = None,
-    ) -> list[dict[str, Any]]:
-        """The items a turn starts from: its previous_response_id chain (inputs and outputs,
-        not instructions), or its conversation's items (those before position
-        `conversation_upto`), never holding an output whose call is gone (G5).
-
-        With `turn_input` (the input of a turn about to run, accepted at create), the whole
-        history its first model call is sent; a call in it that no output answers raises
-        InvalidRequest `tool_output_missing` naming the call: the turn must then end
-        failed instead of calling the model. See `load_history`.
-        """
-        return await load_history(
-            self.store,
-            tenant=tenant,
-            previous_response_id=previous_response_id,
-            conversation_id=conversation_id,
-            conversation_upto=conversation_upto,
-            turn_input=turn_input,
-        )
-
     async def check_input(
         self,
         new_input: list[dict[str, Any]],
@@ -533,15 +485,16 @@ class Runtime:
         allow_pending: bool = False,
         param: str = "input",
     ) -> None:
-        """Refuse client items that would break tool pairing against the history they
-        follow (G5), with InvalidRequest naming the call: an output that answers no call,
-        or a call answered twice; unless `allow_pending`, a call left without output."""
-        history = await self.history(
+        """Refuse client items that would break tool pairing (G5); see `check_input`."""
+        await check_input(
+            self.store,
+            new_input,
             tenant=tenant,
             previous_response_id=previous_response_id,
             conversation_id=conversation_id,
+            allow_pending=allow_pending,
+            param=param,
         )
-        check_tool_pairing(history, new_input, allow_pending=allow_pending, param=param)
 
     # -- run ----------------------------------------------------------------------------
 
@@ -589,14 +542,9 @@ class Runtime:
         *,
         fresh: bool = False,
     ) -> TurnRunner:
+        turn = Turn(record.id, fence, self.store, self.settings, self.observer, Stop())
         runner = TurnRunner(
-            runtime=self,
-            agent=self.agent,
-            model=self.model,
-            record=record,
-            fence=fence,
-            sink=sink,
-            fresh=fresh,
+            turn=turn, agent=self.agent, model=self.model, record=record, sink=sink, fresh=fresh
         )
         if self.draining:  # claimed while shutting down: stop at the first boundary
             runner.request_drain()
@@ -613,7 +561,7 @@ class Runtime:
         lane = runner.lane
         # Only a turn being driven keeps its lease: once this ends, however it ends, the
         # lease is renewed no more, so a turn left without an end is recovered (G1).
-        self._leases.hold(runner.response_id, runner.fence)
+        self._leases.hold(runner.response_id, runner.turn.fence)
         try:
             if wait_for_lane is not None:
                 await self._wait_for_lane(runner)
@@ -625,7 +573,7 @@ class Runtime:
                 exc,
             )
         finally:
-            self._leases.drop(runner.response_id, runner.fence)
+            self._leases.drop(runner.response_id, runner.turn.fence)
             self._runners.pop(runner.response_id, None)
             self._free_lane(lane)
 

@@ -15,7 +15,7 @@ with neither, such a call is never run again.
 `timeout=` bounds how long the turn waits for a body. An async body is cancelled at its
 timeout and the call fails "timed out". A plain (`def`) body runs in a thread that
 cannot be stopped: at its timeout it may still take effect, so its outcome is unknown and
-is settled like an interrupted call (recovery/_journal.py), never recorded as a failure.
+is settled like an interrupted call (recovery/_tool_phase.py), never recorded as a failure.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class Tool:
         """Start the body on its own, so that nothing done to the waiting turn reaches
         it: an async body runs in a task of its own, under its timeout (which cancels
         it); a plain body runs in a thread. Whoever starts it must wait for its end
-        (tools/_journal.py: a body that may still act is never abandoned)."""
+        (_calls.py: a body that may still act is never abandoned)."""
         if self.in_thread:
             args = (ctx,) if self.takes_context else ()
             call = functools.partial(contextvars.copy_context().run, self.fn, *args, **arguments)

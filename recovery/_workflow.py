@@ -9,12 +9,13 @@
 
 A handler may be re-executed from the top after a crash: every step that already
 completed returns its recorded result without running again, so the handler resumes at
-its first unfinished step. Steps run at most once unless marked `idempotent=True` (the
-same rule as server tools, G3/G4). A step function may be async or plain; a plain one
-runs in a thread, like a plain tool, so that it cannot block the event loop. Each step
-appears in the response as a `function_call` (the step) and a `function_call_output`
-(its JSON result); `say` adds an assistant message; a returned value (if not None)
-becomes the final message.
+its first unfinished step. Steps run at most once unless marked `idempotent=True`: they
+are journaled by the protocol of server tool calls (_calls.py, G3/G4), and a step found
+`claimed` that is not idempotent fails the turn closed. A step function may be async or
+plain; a plain one runs in a thread, like a plain tool, so that it cannot block the event
+loop. Each step appears in the response as a `function_call` (the step) and a
+`function_call_output` (its JSON result); `say` adds an assistant message; a returned
+value (if not None) becomes the final message.
 """
 
 from __future__ import annotations
@@ -26,20 +27,26 @@ import hashlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from ._calls import DONE, Calls, cut_from_outside, idempotency_key, outlast
 from ._errors import StepFailed, ToolOutcomeUnknown
-from ._journal import _outlast, idempotency_key
 from ._tools import tool_output
-
-if TYPE_CHECKING:
-    from ._runner import TurnRunner
+from ._turn import Turn
 
 T = TypeVar("T")
 
+Item = dict[str, Any]
 Handler = Callable[["WorkflowContext"], Awaitable[Any]]
 
 _current_key: contextvars.ContextVar[str] = contextvars.ContextVar("step_idempotency_key")
+
+
+class AddItems(Protocol):
+    """Adds finished items to the turn's output (with `checkpoint`, commits a checkpoint
+    covering them); items already in the output, as after a replay, are kept as they are."""
+
+    def __call__(self, items: list[Item], *, checkpoint: bool = False) -> Awaitable[None]: ...
 
 
 class Workflow:
@@ -62,9 +69,11 @@ def _stable_id(prefix: str, response_id: str, key: str) -> str:
 class WorkflowContext:
     """What a handler sees: the turn's input, durable steps, and messages."""
 
-    def __init__(self, runner: TurnRunner, input_items: list[dict[str, Any]], text: str) -> None:
-        self._runner = runner
-        self.response_id = runner.response_id
+    def __init__(self, turn: Turn, add_items: AddItems, input_items: list[Item], text: str) -> None:
+        self._turn = turn
+        self._add_items = add_items
+        self._calls = Calls(turn)
+        self.response_id = turn.response_id
         self.input = input_items
         self.text = text
         self._ordinal = 0
@@ -77,8 +86,7 @@ class WorkflowContext:
         return _current_key.get()
 
     async def _load(self) -> None:
-        entries = await self._runner.runtime.store.journal(self.response_id)
-        self._journal = {e.call_id: e for e in entries}
+        self._journal = await self._calls.entries()
 
     async def step(
         self,
@@ -89,13 +97,12 @@ class WorkflowContext:
         **kwargs: Any,
     ) -> T:
         """Run `fn(*args, **kwargs)` once as the step `name`, or return its recorded result."""
-        runner, store = self._runner, self._runner.runtime.store
-        runner.check_stop()
+        self._turn.stop.check()
         self._ordinal += 1
         call_id = f"step_{self._ordinal}_{name}"[:64]
         key = idempotency_key(self.response_id, call_id)
         arguments = json.dumps({"args": args, "kwargs": kwargs}, default=str)
-        await runner.add_items(
+        await self._add_items(
             [
                 {
                     "type": "function_call",
@@ -108,24 +115,17 @@ class WorkflowContext:
             ]
         )
         entry = self._journal.get(call_id)
-        if entry is not None and entry.state == "completed":
+        if entry is not None and entry.state in DONE:
             await self._record_output(call_id, entry.output)
+            if entry.state == "errored":
+                raise StepFailed(entry.output)
             result: T = json.loads(entry.output)
             return result
-        if entry is not None and entry.state == "errored":
-            await self._record_output(call_id, entry.output)
-            raise StepFailed(entry.output)
+        interrupted = None
         if entry is None:
-            await store.claim_call(
-                self.response_id,
-                runner.fence,
-                call_id=call_id,
-                tool=name,
-                arguments=arguments,
-                idempotency_key=key,
-            )
+            interrupted = await self._calls.claim(call_id, name, arguments, key)
         elif idempotent:
-            await store.reclaim_call(self.response_id, runner.fence, call_id)
+            await self._calls.reclaim(call_id)
         else:
             raise ToolOutcomeUnknown(name, call_id, key, [])
         token = _current_key.set(key)
@@ -136,8 +136,9 @@ class WorkflowContext:
         # Like a tool body: once started, a step is waited for even if the turn is
         # cancelled (a shutdown), and its outcome recorded before the cancellation goes
         # on, so no other process runs it while it may still act (G3, G8).
-        _, interrupted = await _outlast(body, None)
-        if body.cancelled() and isinstance(body, asyncio.Task) and body.cancelling():
+        _, cancelled = await outlast(body, None)
+        interrupted = interrupted or cancelled
+        if cut_from_outside(body):
             raise interrupted or asyncio.CancelledError()  # cut by the loop closing: G4
         try:
             value = await body
@@ -145,7 +146,7 @@ class WorkflowContext:
         except (Exception, asyncio.CancelledError) as exc:  # a step that cancelled itself fails
             state, output = "errored", f"Error: step '{name}' failed: {type(exc).__name__}: {exc}"
             value = None
-        await store.finish_call(self.response_id, runner.fence, call_id, state=state, output=output)
+        await self._calls.finish(call_id, state, output)
         if interrupted is not None:
             raise interrupted
         await self._record_output(call_id, output)
@@ -156,7 +157,7 @@ class WorkflowContext:
     async def say(self, text: str) -> None:
         """Add an assistant message to the response (once, even across replays)."""
         self._said += 1
-        await self._runner.add_items(
+        await self._add_items(
             [
                 {
                     "type": "message",
@@ -171,7 +172,7 @@ class WorkflowContext:
         )
 
     async def _record_output(self, call_id: str, output: str) -> None:
-        await self._runner.add_items(
+        await self._add_items(
             [
                 {
                     "type": "function_call_output",

@@ -6,7 +6,9 @@
     |   |                       failing (this may pass by itself)
     |   +-- StoreVanished       its file was deleted or replaced while open: writes are
     |                           refused until a restart (this does not pass)
-    +-- LeaseLost               a fenced write found another owner or epoch
+    +-- LeaseLost               a fenced write found another owner or epoch; the runtime
+    |                           turns it into its own control-flow signal (a BaseException)
+    |                           before the code of a turn can see it
     +-- Conflict                a guarded transition matched no row (for example a duplicate key)
     +-- StopRequested           a turn tried to end otherwise after a cancel or steer was
     |                           recorded (raised only by a turn's terminal write)

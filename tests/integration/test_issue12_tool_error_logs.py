@@ -1,7 +1,8 @@
 """Issue 12, item 8: request data in logs.
 
-The bug: a tool's exception was logged with %r (recovery/_journal.py), so its message,
-which often repeats the call's arguments, put user input in the log at info level.
+The bug: a tool's exception was logged with %r (the tool phase, now
+recovery/_tool_phase.py), so its message, which often repeats the call's arguments, put
+user input in the log at info level.
 
 The fix: the log names the tool, the call id and the exception's type; the message (with
 the traceback) is logged at debug level only. The model still sees the message in the

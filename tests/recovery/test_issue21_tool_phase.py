@@ -19,14 +19,14 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from recovery import Agent, Observer, RuntimeSettings, ToolContext, tool
 from recovery._errors import ToolOutcomeUnknown
-from recovery._journal import ToolPhase
+from recovery._tool_phase import ToolPhase
+from recovery._turn import Stop, Turn
 from store import Admission, Fence, SQLiteStore, open_store
 from tests.store.test_sqlite import new_response
 
@@ -68,15 +68,11 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
 
 
 def _phase(store: SQLiteStore, *, stopping: bool = False) -> ToolPhase:
-    runtime = SimpleNamespace(store=store, settings=RuntimeSettings(), observer=Observer())
-    runner: Any = SimpleNamespace(
-        runtime=runtime,
-        response_id="resp_1",
-        fence=FENCE,
-        cancelled=asyncio.Event(),
-        stopping=stopping,
-    )
-    return ToolPhase(runner, Agent(tools=[send, slow, hang_up]))
+    stop = Stop()
+    if stopping:
+        stop.request("cancelled")
+    turn = Turn("resp_1", FENCE, store, RuntimeSettings(), Observer(), stop)
+    return ToolPhase(turn, Agent(tools=[send, slow, hang_up]))
 
 
 def _call(name: str, arguments: str = "{}") -> dict[str, Any]:

@@ -31,7 +31,7 @@ Event = dict[str, Any]
 WORDS = ["the ", "sea ", "is ", "wide ", "and ", "deep"]
 ANSWER = "".join(WORDS)
 CALL = FunctionCallDelta("call_1", "get_weather", '{"city": "Paris"}')
-# As the tool phase records a server tool's answer (recovery/_journal.py).
+# As the tool phase records a server tool's answer (recovery/_tool_phase.py).
 OUTPUT = {
     "type": "function_call_output",
     "id": "fco_1",

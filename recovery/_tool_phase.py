@@ -6,8 +6,10 @@
                         a reconcilable tool's hook decides; any other fails the turn closed
                         (or, by setting, reports the unknown outcome to the model)
 
-A call is named by its step and its call id: upstreams may repeat call ids across steps.
-Calls of one step run concurrently, each journaled on its own.
+The journal's protocol (claims, outcomes, waiting out a body) is _calls.py's, shared with
+workflow steps; this module adds a tool's rules: budgets, stops, arguments, timeouts and
+the reconcile hook. A call is named by its step and its call id: upstreams may repeat
+call ids across steps. Calls of one step run concurrently, each journaled on its own.
 
 A body, once started, is never abandoned while it may still act (G3, G8). A stop request
 does not interrupt it (G9), and neither does cancelling the turn (a graceful shutdown past
@@ -24,35 +26,24 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from store import JournalEntry
 
 from . import _failpoints as fp
+from ._agent import Agent
+from ._calls import DONE, Calls, cut_from_outside, idempotency_key, outlast
 from ._errors import ToolArgumentsError, ToolOutcomeUnknown, ToolTimedOut
 from ._ids import new_id
 from ._tools import Tool, ToolContext, tool_output
-
-if TYPE_CHECKING:
-    from ._agent import Agent
-    from ._runner import TurnRunner
+from ._turn import Turn
 
 log = logging.getLogger("recovery.tools")
 
 Item = dict[str, Any]
-
-
-def idempotency_key(response_id: str, call_id: str, step: int | None = None) -> str:
-    """Stable for one logical call, whatever process runs it and however often. A model
-    step's call is named by its step too (call ids may repeat across steps); a workflow
-    step's call id is unique in its response (`step` None)."""
-    name = call_id if step is None else f"{step}/{call_id}"
-    digest = hashlib.sha256(f"{response_id}/{name}".encode()).hexdigest()
-    return f"idem_{digest[:40]}"
 
 
 @dataclass(slots=True)
@@ -63,21 +54,21 @@ class _Result:
 
 
 class ToolPhase:
-    def __init__(self, runner: TurnRunner, agent: Agent) -> None:
-        self._runner = runner
-        self._store = runner.runtime.store
-        self._settings = runner.runtime.settings
+    def __init__(self, turn: Turn, agent: Agent) -> None:
+        self._turn = turn
+        self._rid = turn.response_id
         self.tools: dict[str, Tool] = {t.name: t for t in agent.tools}
         self.over_budget = False
-        self._step = 0  # the step being run
+        self._calls = Calls(turn)  # the journal of the step being run
+        self._step = 0
 
     async def run(self, calls: list[Item], max_tool_calls: int, *, step: int) -> list[Item]:
         """Run (or reuse) every server call of `step`; return their output items in order."""
-        runner = self._runner
         self._step = step
-        journal = {e.call_id: e for e in await self._store.journal(runner.response_id, self._step)}
+        self._calls = Calls(self._turn, step)
+        journal = await self._calls.entries()
         new = [call["call_id"] for call in calls if call["call_id"] not in journal]
-        used = len(await self._store.journal(runner.response_id)) if new else 0
+        used = await self._calls.count_all() if new else 0
         allowed = {call_id: used + i < max_tool_calls for i, call_id in enumerate(new)}
         results: dict[str, _Result] = {}
         async with asyncio.TaskGroup() as tg:
@@ -121,38 +112,32 @@ class ToolPhase:
     async def _call(self, call: Item, entry: JournalEntry | None, allowed: bool) -> str:
         name, call_id = call["name"], call["call_id"]
         tool = self.tools[name]
-        if entry is not None and entry.state in ("completed", "errored"):
+        if entry is not None and entry.state in DONE:
             assert entry.output is not None
             self._observe("reused", call)
             return entry.output  # G3: a recorded output is reused, never re-run
         if entry is not None:
             key = entry.idempotency_key  # the key its first attempt was given
         else:
-            key = idempotency_key(self._runner.response_id, call_id, self._step)
+            key = idempotency_key(self._rid, call_id, self._step)
         if entry is None and not allowed:
             self.over_budget = True
             output = f"Error: not run; this turn's budget of tool calls is spent ({name})."
-            return await self._journal(call, key, output)
-        if entry is None and self._runner.stopping:
+            return await self._refuse(call, key, output)
+        if entry is None and self._turn.stop.requested:
             # Cancelled or steered before this call started: only a body already running
             # may finish (G9); this one is answered without running, keeping pairing (G5).
             output = f"Error: not run; the turn was stopped before this call of '{name}' started."
-            return await self._journal(call, key, output)
+            return await self._refuse(call, key, output)
         try:
             arguments = tool.parse_arguments(call["arguments"])
         except ToolArgumentsError as exc:
             output = f"Error: invalid arguments for tool '{name}': {exc}"
             if entry is None:
-                return await self._journal(call, key, output)
+                return await self._refuse(call, key, output)
             return await self._record(call_id, "errored", output)
         if entry is None:
-            # A claim commits even if the turn is cancelled while it waits for it; then
-            # the body runs all the same (and the cancellation goes on after its outcome
-            # is recorded) rather than leave a claim no body answers, which would fail
-            # closed (G4) for a call that never ran.
-            claim = asyncio.ensure_future(self._journal(call, key))
-            _, interrupted = await _outlast(claim, None)
-            claim.result()  # the claim's own failure (a lost lease) stops here
+            interrupted = await self._calls.claim(call_id, name, call["arguments"], key)
             fp.failpoint(fp.TOOL_CLAIMED)
             output = await self._run_body(tool, call, key, 1, arguments)
             if interrupted is not None:
@@ -177,7 +162,7 @@ class ToolPhase:
                 return await self._record(call_id, "completed", tool_output(found))
         elif not tool.idempotent:
             self._observe("unknown", call)
-            if self._settings.ambiguous_calls == "fail":
+            if self._turn.settings.ambiguous_calls == "fail":
                 raise ToolOutcomeUnknown(name, call_id, key, [])
             return await self._record(
                 call_id,
@@ -185,9 +170,7 @@ class ToolPhase:
                 f"Error: the outcome of this call of '{name}' is unknown (idempotency key "
                 f"{key}); the server stopped while it ran and did not run it again.",
             )
-        await self._store.reclaim_call(
-            self._runner.response_id, self._runner.fence, call_id, step=self._step
-        )
+        await self._calls.reclaim(call_id)
         self._observe("rerun", call)
         return None
 
@@ -198,7 +181,7 @@ class ToolPhase:
         cancelled meanwhile (the cancellation is raised once the outcome is recorded)."""
         started = time.monotonic()
         body = tool.start(self._context(call, key, attempt), arguments)
-        ended, interrupted = await _outlast(body, tool.timeout if tool.in_thread else None)
+        ended, interrupted = await outlast(body, tool.timeout if tool.in_thread else None)
         if ended:
             outcome = self._outcome(tool, call, body)
             if outcome is None:  # cut from outside: ambiguous, left `claimed` for G4
@@ -221,9 +204,9 @@ class ToolPhase:
     def _outcome(self, tool: Tool, call: Item, body: asyncio.Future[Any]) -> tuple[str, str] | None:
         """(state, output) of a body that ended; None if it was cut from outside."""
         name = call["name"]
+        if cut_from_outside(body):
+            return None
         if body.cancelled():
-            if isinstance(body, asyncio.Task) and body.cancelling():
-                return None  # only the event loop closing cancels a body's task
             # The body raised CancelledError by itself, e.g. from an inner awaitable that
             # someone else cancelled (a client library closing a shared connection): not
             # the turn's cancellation, which never reaches a body. The tool failed.
@@ -284,7 +267,7 @@ class ToolPhase:
             "take effect, so it was not run again."
         )
         plain = not tool.idempotent and tool.reconcile is None
-        if plain and self._settings.ambiguous_calls == "fail":
+        if plain and self._turn.settings.ambiguous_calls == "fail":
             return ToolOutcomeUnknown(name, call_id, key, [], why=why)
         return (
             "errored",
@@ -292,66 +275,29 @@ class ToolPhase:
             f"{why}",
         )
 
-    async def _journal(self, call: Item, key: str, output: str | None = None) -> str:
-        """Write the call's journal entry: `claimed` before its body runs, or, with an
-        `output`, `errored` for a call that will not run."""
-        await self._store.claim_call(
-            self._runner.response_id,
-            self._runner.fence,
-            call_id=call["call_id"],
-            tool=call["name"],
-            arguments=call["arguments"],
-            idempotency_key=key,
-            step=self._step,
-            state="claimed" if output is None else "errored",
-            output=output,
+    async def _refuse(self, call: Item, key: str, output: str) -> str:
+        """Journal a call that will not run, `errored` with `output`."""
+        return await self._calls.refuse(
+            call["call_id"], call["name"], call["arguments"], key, output
         )
-        return output or ""
-
-    def _observe(self, outcome: str, call: Item, seconds: float | None = None) -> None:
-        self._runner.runtime.observer.tool_call(outcome, call["name"], seconds)
-
-    @property
-    def _rid(self) -> str:
-        return self._runner.response_id
 
     async def _record(self, call_id: str, state: str, output: str) -> str:
-        runner = self._runner
-        await self._store.finish_call(
-            runner.response_id, runner.fence, call_id, state=state, output=output, step=self._step
-        )
+        await self._calls.finish(call_id, state, output)
         fp.failpoint(fp.TOOL_RECORDED)
         return output
 
+    def _observe(self, outcome: str, call: Item, seconds: float | None = None) -> None:
+        self._turn.observer.tool_call(outcome, call["name"], seconds)
+
     def _context(self, call: Item, key: str, attempt: int) -> ToolContext:
         return ToolContext(
-            response_id=self._runner.response_id,
+            response_id=self._rid,
             call_id=call["call_id"],
             tool_name=call["name"],
             idempotency_key=key,
             attempt=attempt,
-            cancelled=self._runner.cancelled,
+            cancelled=self._turn.stop.cancelled,
         )
-
-
-async def _outlast(
-    body: asyncio.Future[Any], limit: float | None
-) -> tuple[bool, asyncio.CancelledError | None]:
-    """Wait until `body` has ended (True) or `limit` seconds have passed (False). Cancelling the
-    waiting task does not cut the wait short: a body that may still act is not abandoned.
-    The cancellation is handed back, to be raised once the body's outcome is recorded."""
-    loop = asyncio.get_running_loop()
-    deadline = None if limit is None else loop.time() + limit
-    interrupted: asyncio.CancelledError | None = None
-    while not body.done():
-        remaining = None if deadline is None else deadline - loop.time()
-        if remaining is not None and remaining <= 0:
-            break
-        try:
-            await asyncio.wait((body,), timeout=remaining)
-        except asyncio.CancelledError as exc:
-            interrupted = exc
-    return body.done(), interrupted
 
 
 def _cancelling() -> bool:
