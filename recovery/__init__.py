@@ -2,7 +2,19 @@
 cancellation and recovery, and the public API for hosting an agent (`Agent`, `tool`,
 `ToolContext`, and the model protocol)."""
 
+# What the server needs of the store, so that it never imports `store` itself
+# (tests/test_layering.py): the records it renders, the error it maps, and `open_store`.
+from store import (
+    ConversationRecord,
+    EventRow,
+    ResponseRecord,
+    StoreError,
+    StoreOpenError,
+    open_store,
+)
+
 from ._agent import Agent
+from ._conversations import Conversations
 from ._errors import (
     InvalidRequest,
     LaneLocked,
@@ -15,6 +27,7 @@ from ._errors import (
     Unavailable,
 )
 from ._ids import new_id
+from ._inspect import Inspector
 from ._items import normalize_input, normalize_item, text_of
 from ._model import (
     FunctionCallDelta,
@@ -38,8 +51,12 @@ from ._workflow import Workflow, WorkflowContext, workflow
 __all__ = [
     "TERMINAL_EVENTS",
     "Agent",
+    "ConversationRecord",
+    "Conversations",
+    "EventRow",
     "FunctionCallDelta",
     "Incomplete",
+    "Inspector",
     "InvalidRequest",
     "LaneLocked",
     "Model",
@@ -53,10 +70,13 @@ __all__ = [
     "QueueFull",
     "RecoveryError",
     "ResponseEnd",
+    "ResponseRecord",
     "ResponseStatus",
     "Runtime",
     "RuntimeSettings",
     "StepFailed",
+    "StoreError",
+    "StoreOpenError",
     "TextDelta",
     "Tool",
     "ToolContext",
@@ -70,6 +90,7 @@ __all__ = [
     "new_id",
     "normalize_input",
     "normalize_item",
+    "open_store",
     "synthesize_events",
     "text_of",
     "tool",

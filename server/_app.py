@@ -13,8 +13,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from recovery import Agent, Model, Runtime, RuntimeSettings, Workflow
-from store import open_store
+from recovery import (
+    Agent,
+    Conversations,
+    Inspector,
+    Model,
+    Runtime,
+    RuntimeSettings,
+    Workflow,
+    open_store,
+)
 
 from . import _conversations_routes, _responses_routes
 from ._access import AccessMiddleware
@@ -118,6 +126,8 @@ def create_app(
                 async with runtime.running():
                     app.state.context = AppContext(
                         runtime=runtime,
+                        conversations=Conversations(runtime),
+                        inspector=Inspector(runtime),
                         settings=config,
                         streams=StreamSlots(config.max_streams_per_tenant),
                     )

@@ -25,8 +25,7 @@ from hypercorn.config import Config
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
-from recovery import Agent, Workflow
-from store import StoreOpenError, open_store
+from recovery import Agent, StoreOpenError, Workflow, open_store
 
 from ._app import create_app, default_model, load_keys
 from ._flags import parse_settings

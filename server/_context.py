@@ -1,4 +1,5 @@
-"""What every route needs from the running app: the runtime and the settings."""
+"""What every route needs from the running app: the runtime, its conversations and
+read-only views, and the settings."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 
-from recovery import Runtime
+from recovery import Conversations, Inspector, Runtime
 
 from ._errors import APIError
 from ._settings import Settings
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class AppContext:
     runtime: Runtime
+    conversations: Conversations
+    inspector: Inspector
     settings: Settings
     streams: StreamSlots
 

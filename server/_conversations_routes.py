@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from recovery import NotFound, new_id, normalize_item
-from store import ConversationRecord, ItemRow
+from recovery import ConversationRecord, Conversations
 
 from ._context import context, read_body, tenant
 from ._json_body import parse_json
@@ -24,10 +22,6 @@ from ._validation_base import validate
 MAX_ITEMS = 20
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def _conversation(record: ConversationRecord) -> dict[str, Any]:
     return {
         "id": record.id,
@@ -37,56 +31,27 @@ def _conversation(record: ConversationRecord) -> dict[str, Any]:
     }
 
 
-def _not_found(conversation_id: str) -> NotFound:
-    return NotFound(f"Conversation with id '{conversation_id}' not found.")
+def _conversations(request: Request) -> Conversations:
+    return context(request).conversations
 
 
 async def _body(request: Request) -> dict[str, Any]:
     return parse_json(await read_body(request, context(request).settings.max_body_bytes))
 
 
-async def _item_rows(
-    request: Request, items: list[Any], conversation_id: str | None = None
-) -> list[ItemRow]:
-    """Validated, normalized rows of `items` to append to a conversation (a new one
-    without `conversation_id`). A `function_call_output` must answer a call of the
-    conversation not yet answered (docs/guarantees.md G5): such an item would make every later
-    history that includes it inconsistent. A call still waiting for its output is fine:
-    the client may send the output later, in a turn's input."""
-    validated = validate_items(items, path="items")
-    await context(request).runtime.check_input(
-        validated,
-        tenant=tenant(request),
-        conversation_id=conversation_id,
-        allow_pending=True,
-        param="items",
+async def _get(request: Request) -> ConversationRecord:
+    return await _conversations(request).get(
+        request.path_params["conversation_id"], tenant(request)
     )
-    normalized = [normalize_item(item) for item in validated]
-    return [ItemRow(item["id"], _dumps(item)) for item in normalized]
 
 
 async def create_conversation(request: Request) -> Response:
     body = validate(CreateConversation, await _body(request))
-    items = body.get("items") or []
-    if len(items) > MAX_ITEMS:
-        validate_items(items, path="items", limit=MAX_ITEMS)
-    record = ConversationRecord(
-        id=new_id("conv"),
-        tenant=tenant(request),
-        created_at=time.time(),
-        metadata=_dumps(body.get("metadata") or {}),
+    items = validate_items(body.get("items") or [], path="items", limit=MAX_ITEMS)
+    record = await _conversations(request).create(
+        tenant(request), body.get("metadata") or {}, items
     )
-    rows = await _item_rows(request, items)
-    await context(request).runtime.store.create_conversation(record, rows)
     return JSONResponse(_conversation(record))
-
-
-async def _get(request: Request) -> ConversationRecord:
-    conversation_id = request.path_params["conversation_id"]
-    record = await context(request).runtime.store.get_conversation(conversation_id, tenant(request))
-    if record is None:
-        raise _not_found(conversation_id)
-    return record
 
 
 async def get_conversation(request: Request) -> Response:
@@ -95,34 +60,27 @@ async def get_conversation(request: Request) -> Response:
 
 async def update_conversation(request: Request) -> Response:
     body = validate(UpdateConversation, await _body(request))
-    conversation_id = request.path_params["conversation_id"]
-    record = await context(request).runtime.store.update_conversation(
-        conversation_id, tenant(request), _dumps(body.get("metadata") or {})
+    record = await _conversations(request).update(
+        request.path_params["conversation_id"], tenant(request), body.get("metadata") or {}
     )
-    if record is None:
-        raise _not_found(conversation_id)
     return JSONResponse(_conversation(record))
 
 
 async def delete_conversation(request: Request) -> Response:
     conversation_id = request.path_params["conversation_id"]
-    if not await context(request).runtime.store.delete_conversation(
-        conversation_id, tenant(request)
-    ):
-        raise _not_found(conversation_id)
+    await _conversations(request).delete(conversation_id, tenant(request))
     return JSONResponse({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
 
 
 async def add_items(request: Request) -> Response:
+    """Append items. A `function_call_output` must answer a call of the conversation not
+    yet answered (docs/guarantees.md G5): such an item would make every later history that
+    includes it inconsistent. A call still waiting for its output is fine: the client may
+    send the output later, in a turn's input."""
     body = validate(AddConversationItems, await _body(request))
-    validate_items(body["items"], path="items", limit=MAX_ITEMS)
-    record = await _get(request)
-    rows = await _item_rows(request, body["items"], record.id)
-    conversation_id = record.id
-    if not await context(request).runtime.store.add_conversation_items(
-        conversation_id, tenant(request), rows
-    ):
-        raise _not_found(conversation_id)
+    items = validate_items(body["items"], path="items", limit=MAX_ITEMS)
+    conversation_id = request.path_params["conversation_id"]
+    rows = await _conversations(request).add_items(conversation_id, tenant(request), items)
     return list_page((rows, False), None)
 
 
@@ -132,26 +90,21 @@ async def list_items(request: Request) -> Response:
     limit = query_int(query, "limit", default=20, low=1, high=100)
     assert limit is not None
     after = query.get("after")
-    page = await context(request).runtime.store.list_conversation_items(
-        record.id, after=after, order=query_order(query), limit=limit
+    page = await _conversations(request).list_items(
+        record, after=after, order=query_order(query), limit=limit
     )
     return list_page(page, after)
 
 
 async def get_item(request: Request) -> Response:
     record = await _get(request)
-    item_id = request.path_params["item_id"]
-    row = await context(request).runtime.store.get_conversation_item(record.id, item_id)
-    if row is None:
-        raise NotFound(f"Item with id '{item_id}' not found.")
+    row = await _conversations(request).get_item(record, request.path_params["item_id"])
     return raw_json(row.item)
 
 
 async def delete_item(request: Request) -> Response:
     record = await _get(request)
-    item_id = request.path_params["item_id"]
-    if not await context(request).runtime.store.delete_conversation_item(record.id, item_id):
-        raise NotFound(f"Item with id '{item_id}' not found.")
+    await _conversations(request).delete_item(record, request.path_params["item_id"])
     return JSONResponse(_conversation(record))
 
 

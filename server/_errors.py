@@ -15,8 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Scope
 
-from recovery import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
-from store import StoreError
+from recovery import InvalidRequest, LaneLocked, NotFound, QueueFull, StoreError, Unavailable
 
 log = logging.getLogger("server")
 

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from recovery import Model, ModelCall, ModelRequest, Observer, ResponseEnd, Runtime
+from recovery import Inspector, Model, ModelCall, ModelRequest, Observer, ResponseEnd
 
 from ._upstream import UpstreamModel
 
@@ -181,12 +181,12 @@ class Metrics(Observer):
     def commit(self, seconds: float, operations: int) -> None:
         self.commit_seconds.observe(seconds)
 
-    async def render(self, runtime: Runtime) -> bytes:
-        self.active_runs.set(runtime.active_runs)
-        self.queue_depth.set(await runtime.store.count_queued())
-        orphans = await runtime.store.orphans()
-        self.awaiting_recovery.set(sum(1 for _, status in orphans if status == "in_progress"))
-        self.ready.set(1 if runtime.ready.is_set() else 0)
+    async def render(self, inspector: Inspector) -> bytes:
+        gauges = await inspector.gauges()
+        self.active_runs.set(gauges.active_runs)
+        self.queue_depth.set(gauges.queued)
+        self.awaiting_recovery.set(gauges.awaiting_recovery)
+        self.ready.set(1 if gauges.ready else 0)
         return generate_latest(self.registry)
 
 
@@ -220,5 +220,5 @@ class _MetricsPage:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         metrics: Metrics = self.api.state.metrics
-        body = await metrics.render(self.api.state.context.runtime)
+        body = await metrics.render(self.api.state.context.inspector)
         await Response(body, media_type=CONTENT_TYPE)(scope, receive, send)

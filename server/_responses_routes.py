@@ -14,8 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from recovery import encode_event, normalize_input, synthesize_events
-from store import EventRow, ResponseRecord
+from recovery import EventRow, ResponseRecord, encode_event, normalize_input, synthesize_events
 
 from ._context import context, read_body, tenant
 from ._errors import APIError, error_response
@@ -194,13 +193,13 @@ async def delete_response(request: Request) -> Response:
 async def list_input_items(request: Request) -> Response:
     ctx = context(request)
     response_id = request.path_params["response_id"]
-    await ctx.runtime.get(response_id, tenant(request))
+    record = await ctx.runtime.get(response_id, tenant(request))
     query = request.query_params
     limit = query_int(query, "limit", default=20, low=1, high=100)
     assert limit is not None
     after = query.get("after")
-    page = await ctx.runtime.store.list_response_items(
-        response_id, after=after, order=query_order(query), limit=limit
+    page = await ctx.inspector.input_items(
+        record, after=after, order=query_order(query), limit=limit
     )
     return list_page(page, after)
 

@@ -28,8 +28,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from recovery import TERMINAL_EVENTS
-from store import EventRow
+from recovery import TERMINAL_EVENTS, EventRow
 
 from ._context import context, tenant
 from ._errors import APIError

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._base import Order, StoreBase, _conversation, _fetchone
 from ._connection import Tx
@@ -64,9 +64,21 @@ class ConversationStore(StoreBase):
         return await self._write("delete conversation", op)
 
     async def add_conversation_items(
-        self, conversation_id: str, tenant: str, items: Sequence[ItemRow]
+        self,
+        conversation_id: str,
+        tenant: str,
+        items: Sequence[ItemRow],
+        *,
+        check: Callable[[list[str]], None] | None = None,
     ) -> bool:
-        """Append items; False if the conversation does not exist."""
+        """Append items; False if the conversation does not exist.
+
+        `check`, if given, is called in the append's transaction with the conversation's
+        tool items (the JSON texts of its `function_call` and `function_call_output`
+        items, oldest first); what it raises refuses the append and reaches the caller.
+        So two appends cannot both pass a check against the history that the other one
+        changes (two outputs for one call, G5). It runs on the writer's thread: it must be
+        quick, and must not touch the store."""
 
         def op(tx: Tx) -> bool:
             row = _fetchone(
@@ -76,10 +88,20 @@ class ConversationStore(StoreBase):
             )
             if row is None:
                 return False
+            if check is not None:
+                check(self._tool_items(tx, conversation_id))
             self._insert_conversation_items(tx, conversation_id, items)
             return True
 
         return await self._write("add conversation items", op)
+
+    def _tool_items(self, tx: Tx, conversation_id: str) -> list[str]:
+        rows = tx.conn.execute(
+            f"SELECT item FROM conversation_items WHERE conversation_id = ? AND {_TOOL_ITEM}"
+            " ORDER BY position",
+            (conversation_id,),
+        ).fetchall()
+        return [r[0] for r in rows]
 
     async def list_conversation_items(
         self, conversation_id: str, *, after: str | None, order: Order, limit: int

@@ -49,6 +49,15 @@ PUBLIC = {
         "text_of",
         "tool",
         "workflow",
+        # What the server uses instead of the store (tests/test_layering.py).
+        "Conversations",
+        "Inspector",
+        "ConversationRecord",
+        "EventRow",
+        "ResponseRecord",
+        "StoreError",
+        "StoreOpenError",
+        "open_store",
     ],
     store: [
         "SCHEMA_VERSION",

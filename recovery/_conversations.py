@@ -1,0 +1,118 @@
+"""The conversations API: conversations and their items, kept tool-consistent (G5).
+
+The server's conversation routes use this, never the store: it builds the stored rows
+(normalized items, compact JSON), checks tool pairing with `check_tool_pairing`, and says
+`NotFound` with the API's messages. Items appended to an existing conversation are checked
+against its stored items in the append's own transaction, so two concurrent appends (two
+outputs for one call) cannot both pass a check against a history the other one changes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Literal
+
+from store import ConversationRecord, ItemRow
+
+from ._errors import NotFound
+from ._history import check_tool_pairing, drop_orphaned_outputs, loads_all
+from ._ids import new_id
+from ._items import normalize_item
+from ._json import dumps
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+Item = dict[str, Any]
+
+
+class Conversations:
+    """The conversations of a runtime's store. Items passed in are validated client items
+    (`items` of the request: `param` of a pairing error)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._store = runtime.store
+
+    async def create(
+        self, tenant: str, metadata: dict[str, str], items: list[Item]
+    ) -> ConversationRecord:
+        """A new conversation holding `items`. Its items are checked as those of any
+        conversation: an output must answer an earlier call, once; a call may wait for
+        its output (the client may send it later, in a turn's input)."""
+        record = ConversationRecord(
+            id=new_id("conv"), tenant=tenant, created_at=time.time(), metadata=dumps(metadata)
+        )
+        check_tool_pairing([], items, allow_pending=True, param="items")
+        await self._store.create_conversation(record, _rows(items))
+        return record
+
+    async def get(self, conversation_id: str, tenant: str) -> ConversationRecord:
+        record = await self._store.get_conversation(conversation_id, tenant)
+        if record is None:
+            raise _not_found(conversation_id)
+        return record
+
+    async def update(
+        self, conversation_id: str, tenant: str, metadata: dict[str, str]
+    ) -> ConversationRecord:
+        record = await self._store.update_conversation(conversation_id, tenant, dumps(metadata))
+        if record is None:
+            raise _not_found(conversation_id)
+        return record
+
+    async def delete(self, conversation_id: str, tenant: str) -> None:
+        if not await self._store.delete_conversation(conversation_id, tenant):
+            raise _not_found(conversation_id)
+
+    async def add_items(
+        self, conversation_id: str, tenant: str, items: list[Item]
+    ) -> list[ItemRow]:
+        """Append `items`; the rows appended. NotFound without such a conversation;
+        InvalidRequest, naming the call, if an output answers no call of the conversation
+        or one already answered (checked in the append's transaction, see above)."""
+
+        def check(stored: list[str]) -> None:
+            history, _ = drop_orphaned_outputs(loads_all(stored))
+            check_tool_pairing(history, items, allow_pending=True, param="items")
+
+        rows = _rows(items)
+        if not await self._store.add_conversation_items(conversation_id, tenant, rows, check=check):
+            raise _not_found(conversation_id)
+        return rows
+
+    async def list_items(
+        self,
+        conversation: ConversationRecord,
+        *,
+        after: str | None,
+        order: Literal["asc", "desc"],
+        limit: int,
+    ) -> tuple[list[ItemRow], bool] | None:
+        """A page of a conversation's items; None if `after` names none of them."""
+        return await self._store.list_conversation_items(
+            conversation.id, after=after, order=order, limit=limit
+        )
+
+    async def get_item(self, conversation: ConversationRecord, item_id: str) -> ItemRow:
+        row = await self._store.get_conversation_item(conversation.id, item_id)
+        if row is None:
+            raise _item_not_found(item_id)
+        return row
+
+    async def delete_item(self, conversation: ConversationRecord, item_id: str) -> None:
+        """Delete an item, and the other half of its tool call pair if it has one."""
+        if not await self._store.delete_conversation_item(conversation.id, item_id):
+            raise _item_not_found(item_id)
+
+
+def _rows(items: list[Item]) -> list[ItemRow]:
+    normalized = [normalize_item(item) for item in items]
+    return [ItemRow(item["id"], dumps(item)) for item in normalized]
+
+
+def _not_found(conversation_id: str) -> NotFound:
+    return NotFound(f"Conversation with id '{conversation_id}' not found.")
+
+
+def _item_not_found(item_id: str) -> NotFound:
+    return NotFound(f"Item with id '{item_id}' not found.")
