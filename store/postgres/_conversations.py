@@ -1,0 +1,138 @@
+"""The conversations API's storage. Items are appended under the conversation's row lock
+(their positions are max + 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._records import ConversationRecord, ItemRow
+from ._base import Order, PostgresBase
+from ._database import Tx
+from ._sql import CONVERSATION_COLUMNS, conversation
+
+_TOOL_ITEM = "(item::jsonb ->> 'type') IN ('function_call', 'function_call_output')"
+_CALL_ID = "(item::jsonb ->> 'call_id')"
+
+
+class ConversationStore(PostgresBase):
+    async def create_conversation(
+        self, conversation: ConversationRecord, items: Sequence[ItemRow]
+    ) -> None:
+        async def op(tx: Tx) -> None:
+            await tx.conn.execute(
+                "INSERT INTO conversations (id, tenant, created_at, metadata)"
+                " VALUES ($1, $2, $3, $4)",
+                conversation.id,
+                conversation.tenant,
+                conversation.created_at,
+                conversation.metadata,
+            )
+            if items:
+                await self._insert_conversation_items(tx.conn, conversation.id, items)
+
+        await self._write("create conversation", op)
+
+    async def get_conversation(
+        self, conversation_id: str, tenant: str
+    ) -> ConversationRecord | None:
+        row = await self._db.fetchrow(
+            "read conversation",
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = $1 AND tenant = $2",
+            conversation_id,
+            tenant,
+        )
+        return conversation(row) if row else None
+
+    async def update_conversation(
+        self, conversation_id: str, tenant: str, metadata: str
+    ) -> ConversationRecord | None:
+        async def op(tx: Tx) -> ConversationRecord | None:
+            row = await tx.conn.fetchrow(
+                "UPDATE conversations SET metadata = $1 WHERE id = $2 AND tenant = $3"
+                f" RETURNING {CONVERSATION_COLUMNS}",
+                metadata,
+                conversation_id,
+                tenant,
+            )
+            return conversation(row) if row else None
+
+        return await self._write("update conversation", op, atomic=False)
+
+    async def delete_conversation(self, conversation_id: str, tenant: str) -> bool:
+        async def op(tx: Tx) -> bool:
+            status = await tx.conn.execute(
+                "DELETE FROM conversations WHERE id = $1 AND tenant = $2", conversation_id, tenant
+            )
+            return status == "DELETE 1"
+
+        return await self._write("delete conversation", op, atomic=False)
+
+    async def add_conversation_items(
+        self, conversation_id: str, tenant: str, items: Sequence[ItemRow]
+    ) -> bool:
+        """Append items; False if the conversation does not exist."""
+
+        async def op(tx: Tx) -> bool:
+            found = await tx.conn.fetchval(
+                "SELECT 1 FROM conversations WHERE id = $1 AND tenant = $2 FOR NO KEY UPDATE",
+                conversation_id,
+                tenant,
+            )
+            if found is None:
+                return False
+            await self._insert_conversation_items(tx.conn, conversation_id, items)
+            return True
+
+        return await self._write("add conversation items", op)
+
+    async def list_conversation_items(
+        self, conversation_id: str, *, after: str | None, order: Order, limit: int
+    ) -> tuple[list[ItemRow], bool] | None:
+        return await self._page(
+            "conversation_items",
+            "conversation_id",
+            conversation_id,
+            after=after,
+            order=order,
+            limit=limit,
+        )
+
+    async def get_conversation_item(self, conversation_id: str, item_id: str) -> ItemRow | None:
+        row = await self._db.fetchrow(
+            "read conversation item",
+            "SELECT item_id, item FROM conversation_items"
+            " WHERE conversation_id = $1 AND item_id = $2",
+            conversation_id,
+            item_id,
+        )
+        return ItemRow(row[0], row[1]) if row else None
+
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
+        """Delete an item; False if there is no such item. A `function_call` goes with
+        its `function_call_output` and the other way round: a conversation never holds
+        half of a pair, which every later history would carry to the model (G5)."""
+
+        async def op(tx: Tx) -> bool:
+            status = await tx.conn.execute(
+                "DELETE FROM conversation_items WHERE conversation_id = $1 AND (item_id = $2"
+                f" OR ({_TOOL_ITEM} AND {_CALL_ID} = (SELECT {_CALL_ID} FROM conversation_items"
+                f"  WHERE conversation_id = $1 AND item_id = $2 AND {_TOOL_ITEM})))",
+                conversation_id,
+                item_id,
+            )
+            return status != "DELETE 0"
+
+        return await self._write("delete conversation item", op, atomic=False)
+
+    async def conversation_history(self, conversation_id: str, upto: int | None) -> list[str]:
+        """Item JSON texts of a conversation, oldest first; with `upto`, only the items
+        that were in it when a turn started (position < upto: a position, not a count,
+        since deleted items leave gaps)."""
+        rows = await self._db.fetch(
+            "read conversation history",
+            "SELECT item FROM conversation_items WHERE conversation_id = $1 AND position < $2"
+            " ORDER BY position",
+            conversation_id,
+            upto if upto is not None else 2**31 - 1,
+        )
+        return [r[0] for r in rows]

@@ -1,0 +1,82 @@
+"""Where asyncpg's errors become the store's (store/_errors.py draws the tree).
+
+    asyncpg error                                   store error
+    integrity violation (SQLSTATE class 23)         Conflict
+    connection lost or refused (class 08, OSError,  StoreUnavailable: the database cannot
+      a closed connection), too many connections      be written now; a later try may work
+      or a full disk (class 53), an administrator
+      or crash shutdown (class 57), a read-only
+      server (25006, a standby after a fail-over),
+      a timeout, serialization failures and
+      deadlocks still failing after our retries
+    any other                                       StoreError
+
+`translate_asyncpg_errors` is the one place where that happens. Serialization failures
+and deadlocks (40001, 40P01) are retried by the transaction runner first (`RETRYABLE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+from asyncpg import exceptions as pgerr
+
+from .._errors import Conflict, StoreError, StoreUnavailable
+
+# A transaction that failed for one of these did nothing and may simply run again.
+RETRYABLE: tuple[type[Exception], ...] = (pgerr.SerializationError, pgerr.DeadlockDetectedError)
+
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    pgerr.PostgresConnectionError,  # class 08, a connection lost mid-operation included
+    pgerr.InsufficientResourcesError,  # class 53: disk full, out of memory, too many clients
+    pgerr.OperatorInterventionError,  # class 57: shutdown, crash, cancelled by an admin
+    pgerr.ReadOnlySQLTransactionError,  # a standby: a fail-over has not finished
+    pgerr.TransactionRollbackError,  # serialization failures and deadlocks past retries
+    asyncpg.InterfaceError,  # the client's side of a closed connection
+    OSError,  # refused, reset, unreachable
+    TimeoutError,  # no connection from the pool, or no answer, in time
+)
+
+
+def from_asyncpg(what: str, exc: BaseException) -> StoreError:
+    """Ours for an asyncpg (or socket) error; its cause is set by `raise ... from exc`."""
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, pgerr.IntegrityConstraintViolationError):
+        return Conflict(f"{what}: {exc}")
+    if isinstance(exc, _UNAVAILABLE):
+        return StoreUnavailable(f"{what}: the database is unavailable ({_describe(exc)})")
+    return StoreError(f"{what}: {_describe(exc)}")
+
+
+def is_translatable(exc: BaseException) -> bool:
+    return isinstance(exc, (asyncpg.PostgresError, *_UNAVAILABLE))
+
+
+@contextmanager
+def translate_asyncpg_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        if not is_translatable(exc):
+            raise
+        raise from_asyncpg(what, exc) from exc
+
+
+def redact(url: str) -> str:
+    """`url` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    state = getattr(exc, "sqlstate", None)
+    return f"{text} [SQLSTATE {state}]" if state else text

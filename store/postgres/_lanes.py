@@ -1,0 +1,287 @@
+"""How a turn enters its lane and starts: admission, idempotent creates, claims.
+
+Three rules held on SQLite only because it has one writer; here each holds under READ
+COMMITTED with many hosts writing at once:
+
+- **Admission** reads the lane's queued turns (and the tenant's) in a separate statement
+  from the insert it decides. Every create takes the lane's transaction-scoped advisory
+  lock first (and the tenant's when a tenant limit applies, and the idempotency key's
+  when a key is given), so that read sees every admission before it and none can slip in
+  between. A statement's snapshot is taken when it starts, so the locks are taken by a
+  statement of their own, before the reads.
+- **The lane head** is a NOT EXISTS over earlier rows, which cannot see a row that a
+  concurrent transaction inserted and has not committed. Creates and claims take the
+  same lane lock, and `ord` is drawn while it is held, so within a lane `ord` follows
+  commit order and the claim's NOT EXISTS sees every earlier turn.
+- A claim is one guarded UPDATE; two claims of one row are decided by its row lock (the
+  second re-reads the row, finds it `in_progress` and matches nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._errors import Conflict, IdempotencyMismatch, LaneBusy, TooManyQueued
+from .._records import Admission, EventRow, ItemRow, NewResponse, ResponseRecord
+from ._base import PostgresBase, insert_events, notify_events, notify_signal
+from ._database import Tx
+from ._sql import (
+    EXPIRES,
+    KEY_LOCK,
+    LANE_HEAD,
+    LANE_LOCK,
+    RESPONSE_COLUMNS,
+    TENANT_LOCK,
+    UNFINISHED,
+    columns,
+    response,
+    response_columns,
+)
+
+if TYPE_CHECKING:
+    from ._sql import Conn
+
+_INSERT = (
+    "WITH r AS (INSERT INTO responses (id, tenant, status, background, params, snapshot,"
+    " last_seq, lane, conversation_id, conversation_upto, previous_response_id, owner, epoch,"
+    " lease_expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+    f" CASE WHEN $14::float8 IS NULL THEN NULL ELSE {EXPIRES.format('$14')} END)"
+    f" RETURNING {RESPONSE_COLUMNS}),"
+    " items AS (INSERT INTO response_items (response_id, position, item_id, item)"
+    " SELECT $1, u.n - 1, u.item_id, u.item"
+    " FROM unnest($15::text[], $16::text[]) WITH ORDINALITY AS u (item_id, item, n)),"
+    f" {insert_events('r', 1, 17)},"
+    " keys AS (INSERT INTO idempotency_keys (tenant, key, request_hash, response_id)"
+    " SELECT $2, $20, $21, $1 WHERE $20::text IS NOT NULL)"
+    f" SELECT r.*, {notify_events(22)} FROM r"
+)
+
+_CLAIM = (
+    "UPDATE responses SET status = 'in_progress', owner = $1, epoch = epoch + 1,"
+    " snapshot = durable_set_status(snapshot, 'in_progress'),"
+    f" lease_expires_at = {EXPIRES.format('$2')}, updated_at = statement_timestamp(),"
+    # The history's end as a position (items are numbered max + 1, and a deleted item
+    # leaves a gap), so that later items are left out and none before.
+    " conversation_upto = CASE WHEN conversation_id IS NULL THEN NULL"
+    "  ELSE coalesce(conversation_upto, (SELECT coalesce(max(position) + 1, 0)"
+    "   FROM conversation_items WHERE conversation_id = responses.conversation_id)) END"
+    f" WHERE id = $3 AND status = 'queued' AND owner IS NULL{LANE_HEAD}"
+    f" RETURNING {RESPONSE_COLUMNS}"
+)
+
+_REPLAY = (
+    f"SELECT k.request_hash, {response_columns('r.')} FROM idempotency_keys AS k"
+    " LEFT JOIN responses AS r ON r.id = k.response_id WHERE k.tenant = $1 AND k.key = $2"
+)
+
+_LANE_FACTS = (
+    "SELECT count(*) AS unfinished, count(*) FILTER (WHERE status = 'queued') AS queued,"
+    " CASE WHEN $3 THEN (SELECT count(*) FROM responses AS t"
+    "  WHERE t.tenant = $2 AND t.status = 'queued') END AS tenant_queued"
+    f" FROM responses WHERE lane = $1 AND {UNFINISHED}"
+)
+
+
+class LaneStore(PostgresBase):
+    async def create_response(
+        self,
+        new: NewResponse,
+        items: Sequence[ItemRow],
+        events: Sequence[EventRow],
+        admission: Admission | None = None,
+        claim_for: tuple[str, float] | None = None,
+    ) -> tuple[ResponseRecord, bool, ResponseRecord | None]:
+        """Commit a new response, its input items and first events in one transaction,
+        after its lane admits it: (record, True, None). With `claim_for` (owner, lease
+        TTL), a queued response at the head of its lane is also claimed in the same
+        transaction, saving a commit: (record as created, True, claimed record). With an
+        idempotency key already used for the same request: (the first response, False,
+        None), and nothing is written.
+
+        The record's `created_at` is the database's clock, not `new.created_at`; a
+        foreground response's lease runs `new.lease_expires_at - new.created_at`
+        seconds from the database's now."""
+        rules = admission or Admission()
+
+        async def op(tx: Tx) -> tuple[ResponseRecord, bool, ResponseRecord | None]:
+            await self._lock_admission(tx.conn, new, rules)
+            if rules.idempotency_key is not None:
+                existing = await self._idempotent_replay(tx.conn, new.tenant, rules)
+                if existing is not None:
+                    return existing, False, None
+            await self._admit(tx, new, rules)
+            record = await self._insert(tx, new, items, events, rules)
+            claimed = None
+            if claim_for is not None and new.status == "queued":
+                claimed = await self._claim(tx.conn, new.id, *claim_for)
+            return record, True, claimed
+
+        return await self._write("create response", op)
+
+    async def _lock_admission(self, conn: Conn, new: NewResponse, rules: Admission) -> None:
+        """Take the advisory locks this admission decides under, always in one order
+        (key, tenant, lane), in a statement of its own (the module docstring)."""
+        locks: list[tuple[int, str]] = []
+        if rules.idempotency_key is not None:
+            locks.append((KEY_LOCK, f"{new.tenant}\x1f{rules.idempotency_key}"))
+        if rules.max_queued_tenant is not None and new.status == "queued":
+            locks.append((TENANT_LOCK, new.tenant))
+        locks.append((LANE_LOCK, new.lane))
+        calls = ", ".join(
+            f"pg_advisory_xact_lock(${2 * i + 1}::int, hashtext(${2 * i + 2}))"
+            for i in range(len(locks))
+        )
+        await conn.execute(f"SELECT {calls}", *[v for lock in locks for v in lock])
+
+    async def _idempotent_replay(
+        self, conn: Conn, tenant: str, rules: Admission
+    ) -> ResponseRecord | None:
+        row = await conn.fetchrow(_REPLAY, tenant, rules.idempotency_key)
+        if row is None:
+            return None
+        if row["request_hash"] != rules.request_hash:
+            raise IdempotencyMismatch(f"key {rules.idempotency_key!r} was used for another request")
+        if row["id"] is None:  # the response was deleted: the key is free again
+            await conn.execute(
+                "DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2",
+                tenant,
+                rules.idempotency_key,
+            )
+            return None
+        return response(row)
+
+    async def _admit(self, tx: Tx, new: NewResponse, rules: Admission) -> None:
+        """Apply the tenant's and the lane's rules for a new turn (docs/guarantees.md,
+        Steering), under the locks `_lock_admission` took."""
+        tenant_limit = rules.max_queued_tenant is not None and new.status == "queued"
+        lane_rules = rules.reject_if_busy or rules.steer is not None or rules.max_queued is not None
+        if not (tenant_limit or lane_rules):
+            return  # nothing to decide: the read is skipped
+        facts = await tx.conn.fetchrow(_LANE_FACTS, new.lane, new.tenant, tenant_limit)
+        assert facts is not None
+        limit = rules.max_queued_tenant
+        if tenant_limit and limit is not None and facts["tenant_queued"] >= limit:
+            raise TooManyQueued(facts["tenant_queued"], "tenant")
+        if not facts["unfinished"]:
+            return
+        if rules.reject_if_busy:
+            raise LaneBusy(f"lane {new.lane} has an unfinished turn")
+        if rules.max_queued is not None and facts["queued"] >= rules.max_queued:
+            raise TooManyQueued(facts["queued"], "lane")
+        if rules.steer is not None:
+            # Only the lane's running turn: a foreground turn waiting in place is not it.
+            await tx.conn.execute(
+                "WITH s AS (UPDATE responses SET steer = $1, updated_at = statement_timestamp()"
+                f" WHERE lane = $2 AND status = 'in_progress' AND steer IS NULL{LANE_HEAD}"
+                f" RETURNING id) SELECT {notify_signal(3, 's.id')} FROM s",
+                rules.steer,
+                new.lane,
+                self._signal("stop"),
+            )
+
+    async def _insert(
+        self,
+        tx: Tx,
+        new: NewResponse,
+        items: Sequence[ItemRow],
+        events: Sequence[EventRow],
+        rules: Admission,
+    ) -> ResponseRecord:
+        if events and events[0].seq != 0:
+            raise Conflict(f"response {new.id}: event {events[0].seq} does not follow event -1")
+        ttl = None
+        if new.lease_expires_at is not None:  # a duration: the hosts' clocks cancel out
+            ttl = new.lease_expires_at - new.created_at
+        args: list[Any] = [
+            new.id,
+            new.tenant,
+            new.status,
+            new.background,
+            new.params,
+            new.snapshot,
+            new.last_seq,
+            new.lane,
+            new.conversation_id,
+            new.conversation_upto,
+            new.previous_response_id,
+            new.owner,
+            1 if new.owner else 0,
+            ttl,
+            *columns(items, "item_id", "item"),
+            *columns(events, "seq", "type", "data"),
+            rules.idempotency_key,
+            rules.request_hash,
+            self._events_payload(new.id, events),
+        ]
+        row = await tx.conn.fetchrow(_INSERT, *args)
+        assert row is not None
+        self._notify_after(tx, new.id, events)
+        return response(row)
+
+    async def claim(self, response_id: str, owner: str, lease_ttl: float) -> ResponseRecord | None:
+        """Take a queued response for `owner`; None if it is not queued any more (or
+        not at the head of its lane)."""
+
+        async def op(tx: Tx) -> ResponseRecord | None:
+            locked = await tx.conn.fetchval(
+                "SELECT pg_advisory_xact_lock($1::int, hashtext(lane)) IS NULL FROM responses"
+                " WHERE id = $2 AND status = 'queued' AND owner IS NULL",
+                LANE_LOCK,
+                response_id,
+            )
+            if locked is None:
+                return None  # not queued: no lock needed to say so
+            return await self._claim(tx.conn, response_id, owner, lease_ttl)
+
+        return await self._write("claim response", op)
+
+    async def _claim(
+        self, conn: Conn, response_id: str, owner: str, lease_ttl: float
+    ) -> ResponseRecord | None:
+        """The claim of a queued response at the head of its lane (G10), guarded; the
+        transaction holds the lane's lock."""
+        row = await conn.fetchrow(_CLAIM, owner, float(lease_ttl), response_id)
+        return response(row) if row else None
+
+    # -- reads ------------------------------------------------------------------------
+
+    async def count_queued(self) -> int:
+        row = await self._db.fetchrow(
+            "count queued", "SELECT count(*) FROM responses WHERE status = 'queued'"
+        )
+        return int(row[0]) if row else 0
+
+    async def lane_busy(self, lane: str) -> bool:
+        row = await self._db.fetchrow(
+            "lane busy", f"SELECT 1 FROM responses WHERE lane = $1 AND {UNFINISHED} LIMIT 1", lane
+        )
+        return row is not None
+
+    async def idempotency_key(self, tenant: str, key: str) -> tuple[str, str] | None:
+        """(request hash, response id) recorded for the key, if its response still exists."""
+        row = await self._db.fetchrow(
+            "read idempotency key",
+            "SELECT k.request_hash, k.response_id FROM idempotency_keys AS k"
+            " JOIN responses AS r ON r.id = k.response_id WHERE k.tenant = $1 AND k.key = $2",
+            tenant,
+            key,
+        )
+        return (row[0], row[1]) if row else None
+
+    async def is_lane_head(self, response_id: str) -> bool:
+        """True when no earlier unfinished response shares this response's lane."""
+        row = await self._db.fetchrow(
+            "lane head", f"SELECT 1 FROM responses WHERE id = $1{LANE_HEAD}", response_id
+        )
+        return row is not None
+
+    async def next_in_lane(self, lane: str) -> str | None:
+        """The queued response that runs next in `lane`, if it may start now."""
+        row = await self._db.fetchrow(
+            "next in lane",
+            "SELECT id FROM responses WHERE lane = $1 AND status = 'queued' AND owner IS NULL"
+            f"{LANE_HEAD} ORDER BY ord LIMIT 1",
+            lane,
+        )
+        return str(row[0]) if row else None
