@@ -6,6 +6,7 @@ Every field is always present, `null` where there is no value: the Open Response
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ._model import Usage
@@ -108,3 +109,9 @@ def usage_from_object(obj: dict[str, Any] | None) -> Usage | None:
         cached_tokens=obj["input_tokens_details"]["cached_tokens"],
         reasoning_tokens=obj["output_tokens_details"]["reasoning_tokens"],
     )
+
+
+def unstored(snapshot: str) -> bool:
+    """Whether a response's snapshot says `store: false`. (The snapshot is written by
+    `dumps`, compactly: without that text it is stored, and only then is it parsed.)"""
+    return '"store":false' in snapshot and json.loads(snapshot).get("store") is False

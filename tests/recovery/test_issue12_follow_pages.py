@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from recovery._runtime import PAGE_CHARS, PAGE_ROWS, _next_page
+from recovery._following import PAGE_CHARS, PAGE_ROWS, _next_page
 from store import EventRow
 
 

@@ -1,0 +1,224 @@
+"""How a request is admitted: a new turn is checked against its history, its lane and the
+server's tools, then committed in one transaction before the create answers (G2), and
+started. A retried create (the same Idempotency-Key) returns the first response (G11).
+
+The store's admission errors are translated here into the runtime's own: LaneBusy into
+LaneLocked, TooManyQueued into QueueFull, IdempotencyMismatch into InvalidRequest, and a
+store that cannot be written into Unavailable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from store import (
+    Admission,
+    EventRow,
+    IdempotencyMismatch,
+    ItemRow,
+    LaneBusy,
+    NewResponse,
+    ResponseRecord,
+    SQLiteStore,
+    StoreUnavailable,
+    StoreVanished,
+    TooManyQueued,
+)
+
+from . import _failpoints as fp
+from ._agent import Agent
+from ._emitter import Emitter
+from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
+from ._history import check_input
+from ._ids import new_id
+from ._json import dumps
+from ._observer import current_response_id
+from ._response import new_response, unstored
+from ._runs import Runs
+from ._settings import RuntimeSettings
+from ._sinks import encode
+from ._status import ResponseStatus
+from ._workflow import Workflow
+
+
+class Admissions:
+    def __init__(
+        self,
+        store: SQLiteStore,
+        agent: Agent | Workflow,
+        settings: RuntimeSettings,
+        runs: Runs,
+    ) -> None:
+        self._store = store
+        self._agent = agent
+        self._settings = settings
+        self._runs = runs
+
+    async def create(
+        self,
+        params: dict[str, Any],
+        *,
+        tenant: str,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> tuple[ResponseRecord, bool]:
+        """Validate a turn against its history and its lane, and commit it (G2); return
+        (record, True). `params` is the validated create request, with `input` already
+        normalized. A retried create (same `idempotency_key` and `request_hash`) returns
+        (the first response, False) and starts nothing (G11)."""
+        if self._runs.draining:
+            raise Unavailable("The server is shutting down; send the request again.")
+        if idempotency_key is not None:
+            existing = await self._idempotent(tenant, idempotency_key, request_hash)
+            if existing is not None:
+                return existing, False
+        strategy = params.pop("multitask_strategy", None) or self._settings.multitask_strategy
+        lane, busy = await self._lane(params, tenant)
+        # A busy lane's running turn may still answer its calls: the check that no call is
+        # left unanswered is made again when this turn starts (load_history(turn_input=...)).
+        await check_input(
+            self._store,
+            params["input"],
+            tenant=tenant,
+            previous_response_id=params.get("previous_response_id"),
+            conversation_id=params.get("conversation"),
+            allow_pending=busy,
+        )
+        self._check_declared_tools(params)
+        new, events = self._new_response(params, tenant, lane)
+        admission = Admission(
+            reject_if_busy=strategy == "reject",
+            steer=strategy if strategy in ("interrupt", "rollback") else None,
+            max_queued=self._settings.max_queued,
+            max_queued_tenant=self._settings.max_queued_per_tenant,
+            idempotency_key=idempotency_key,
+            request_hash=request_hash,
+        )
+        items = [ItemRow(item["id"], dumps(item)) for item in params["input"]]
+        claim_for = (self._runs.owner, self._settings.lease_ttl) if new.background else None
+        try:
+            record, created, claimed = await self._store.create_response(
+                new, items, events, admission, claim_for
+            )
+        except LaneBusy:
+            raise LaneLocked(
+                "Another turn of this conversation is still running, and this request's "
+                "multitask_strategy is 'reject'."
+            ) from None
+        except TooManyQueued as exc:
+            where = "this conversation" if exc.where == "lane" else "this API key"
+            raise QueueFull(
+                f"{where.capitalize()} already has {exc.queued} queued responses, the most "
+                "allowed; try again when one has finished.",
+                retry_after=1.0,
+            ) from None
+        except IdempotencyMismatch:
+            raise _key_reused(idempotency_key) from None
+        except StoreUnavailable as exc:
+            raise Unavailable(_unwritable(exc)) from exc
+        current_response_id.set(record.id)
+        if created:
+            fp.failpoint(fp.ACCEPTED)
+            if claimed is not None:  # claimed in the create transaction: run it now
+                await self._runs.run_claimed(claimed)
+            elif new.background:
+                self._runs.spawn(self._runs.claim_and_run(record.id))
+            if admission.steer is not None and lane is not None:  # a lane it shares
+                self._runs.steer(lane, admission.steer)
+        return record, created
+
+    async def _idempotent(
+        self, tenant: str, key: str, request_hash: str | None
+    ) -> ResponseRecord | None:
+        found = await self._store.idempotency_key(tenant, key)
+        if found is None:
+            return None
+        stored_hash, response_id = found
+        if stored_hash != request_hash:
+            raise _key_reused(key)
+        return await self._store.get_response(response_id, tenant)
+
+    async def _lane(self, params: dict[str, Any], tenant: str) -> tuple[str | None, bool]:
+        """The lane a new turn joins (None: a lane of its own) and whether it is busy."""
+        previous_id: str | None = params.get("previous_response_id")
+        conversation_id: str | None = params.get("conversation")
+        if previous_id:
+            previous = await self._store.get_response(previous_id, tenant)
+            if previous is None or unstored(previous.snapshot):
+                raise InvalidRequest(
+                    f"Previous response with id '{previous_id}' not found.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            if ResponseStatus(previous.status).is_terminal:
+                return None, False
+            return previous.lane, True
+        if conversation_id:
+            if await self._store.get_conversation(conversation_id, tenant) is None:
+                raise NotFound(f"Conversation with id '{conversation_id}' not found.")
+            return conversation_id, await self._store.lane_busy(conversation_id)
+        return None, False
+
+    def _check_declared_tools(self, params: dict[str, Any]) -> None:
+        agent = self._agent
+        server_tools = {t.name for t in agent.tools} if isinstance(agent, Agent) else set()
+        for index, declared in enumerate(params.get("tools") or []):
+            if declared.get("name") in server_tools:
+                raise InvalidRequest(
+                    f"Tool '{declared['name']}' is provided by the server; do not declare it "
+                    "in 'tools'.",
+                    param=f"tools[{index}].name",
+                    code="invalid_value",
+                )
+
+    def _new_response(
+        self, params: dict[str, Any], tenant: str, lane: str | None
+    ) -> tuple[NewResponse, list[EventRow]]:
+        response_id = new_id("resp")
+        created_at = time.time()
+        background = bool(params.get("background"))
+        status = ResponseStatus.QUEUED if background else ResponseStatus.IN_PROGRESS
+        response = new_response(response_id, created_at, status, params)
+        events: list[EventRow] = []
+        if background:
+            emitter = Emitter(response, 0)
+            events = [encode(emitter.lifecycle("response.created"))]
+            events.append(encode(emitter.lifecycle("response.queued")))
+        new = NewResponse(
+            id=response_id,
+            tenant=tenant,
+            status=status,
+            background=background,
+            created_at=created_at,
+            params=dumps(params),
+            snapshot=dumps(response),
+            last_seq=len(events) - 1,
+            lane=lane or response_id,
+            conversation_id=params.get("conversation"),
+            conversation_upto=None,
+            previous_response_id=params.get("previous_response_id"),
+            owner=None if background else self._runs.owner,
+            lease_expires_at=None if background else created_at + self._settings.lease_ttl,
+        )
+        return new, events
+
+
+def _key_reused(key: str | None) -> InvalidRequest:
+    return InvalidRequest(
+        f"Idempotency-Key '{key}' was already used for a different request; use a new "
+        "key for a new request.",
+        param="Idempotency-Key",
+        code="idempotency_key_reused",
+    )
+
+
+def _unwritable(exc: StoreUnavailable) -> str:
+    """The message of a create refused because the store cannot be written."""
+    if isinstance(exc, StoreVanished):
+        return (
+            "The server's database file was deleted or replaced while it was running, so "
+            "it accepts no new responses (they would be lost); the operator must restore "
+            "the file and restart the server."
+        )
+    return "The server cannot write to its store right now (its disk may be full); try again later."
