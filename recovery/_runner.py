@@ -25,7 +25,6 @@ import json
 import logging
 import random
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from store import ItemRow, ResponseRecord, StopRequested, StoreError
@@ -47,6 +46,8 @@ from ._model import (
     Usage,
 )
 from ._observer import ResponseEnd, current_response_id
+from ._outcome import Outcome, failed, response_error, stopped
+from ._request import budgets, model_request
 from ._response import add_usage, usage_from_object, usage_object
 from ._restore import restore
 from ._sinks import Sink, encode
@@ -58,50 +59,6 @@ from ._workflow import Workflow, WorkflowContext, run_workflow
 log = logging.getLogger("recovery.runner")
 
 Item = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    status: ResponseStatus
-    error: dict[str, Any] | None = None
-    incomplete_reason: str | None = None
-
-
-# `response.error` carries `type` and `param` as the HTTP error envelope does
-# (server/_errors.py), which some clients require (the Vercel AI SDK): what the request
-# itself got wrong is an `invalid_request_error` (with the parameter, if one is to blame);
-# anything else, the upstream's rate limit included, is a `server_error`.
-_REQUEST_ERRORS: dict[str, str | None] = {
-    "invalid_prompt": None,  # the model refused the request (an upstream 400)
-    "invalid_request": "input",
-    "tool_output_missing": "input",
-    "tool_call_not_found": "input",
-    "duplicate_tool_output": "input",
-}
-
-
-def response_error(code: str, message: str) -> dict[str, Any]:
-    """A failed response's `error`: {code, message, type, param}."""
-    if code in _REQUEST_ERRORS:
-        return {
-            "code": code,
-            "message": message,
-            "type": "invalid_request_error",
-            "param": _REQUEST_ERRORS[code],
-        }
-    return {"code": code, "message": message, "type": "server_error", "param": None}
-
-
-def failed(code: str, message: str) -> Outcome:
-    return Outcome(ResponseStatus.FAILED, error=response_error(code, message))
-
-
-def stopped(reason: str) -> Outcome:
-    """How a turn asked to stop ends: `interrupt` keeps its partial output in the lane's
-    history (incomplete, steered); `cancelled` and `rollback` end it cancelled."""
-    if reason == "interrupt":
-        return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="steered")
-    return Outcome(ResponseStatus.CANCELLED)
 
 
 class TurnRunner:
@@ -211,7 +168,7 @@ class TurnRunner:
         await self._start()
         history = await self._history()
         phase = ToolPhase(self.turn, agent)
-        budget = self._budgets(agent)
+        budget = budgets(agent, self._params)
         while True:
             step_items = await self._recorded_step()
             if step_items is None:
@@ -286,7 +243,7 @@ class TurnRunner:
         attempt = 0
         while True:
             output = history_items(self._emitter.output)
-            request = self._model_request(agent, history + output)
+            request = model_request(agent, self._model, self._params, history + output)
             unpaired = unpaired_call(request.input)
             if unpaired is not None:
                 # Never send what OpenAI refuses (G5 at the wire): a bug, named.
@@ -370,41 +327,6 @@ class TurnRunner:
         if info.service_tier:
             self._emitter.response["service_tier"] = info.service_tier
 
-    def _model_request(self, agent: Agent, items: list[Item]) -> ModelRequest:
-        params = self._params
-        declared = [t for t in params.get("tools") or [] if t.get("type") == "function"]
-        server = [tool.definition() for tool in agent.tools]
-        text = params.get("text") or {}
-        text_format = text.get("format")
-        top_logprobs = params.get("top_logprobs")
-        logprobs = "message.output_text.logprobs" in (params.get("include") or ()) or bool(
-            top_logprobs
-        )
-        return ModelRequest(
-            model=params.get("model") or self._model.name,
-            instructions=params.get("instructions") or agent.instructions,
-            input=items,
-            tools=server + declared,
-            tool_choice=params.get("tool_choice") or "auto",
-            parallel_tool_calls=params.get("parallel_tool_calls", True) is not False,
-            temperature=params.get("temperature"),
-            top_p=params.get("top_p"),
-            max_output_tokens=params.get("max_output_tokens"),
-            presence_penalty=params.get("presence_penalty"),
-            frequency_penalty=params.get("frequency_penalty"),
-            text_format=text_format if (text_format or {}).get("type") != "text" else None,
-            verbosity=text.get("verbosity"),
-            reasoning_effort=(params.get("reasoning") or {}).get("effort"),
-            logprobs=logprobs,
-            top_logprobs=top_logprobs if logprobs else None,
-            truncation=params.get("truncation") or "disabled",
-            service_tier=params.get("service_tier"),
-            prompt_cache_key=params.get("prompt_cache_key"),
-            prompt_cache_retention=params.get("prompt_cache_retention"),
-            safety_identifier=params.get("safety_identifier"),
-            user=params.get("user"),
-        )
-
     async def _history(self) -> list[Item]:
         """The history, then this turn's input, checked (G5) before any model call."""
         record = self._record
@@ -422,19 +344,7 @@ class TurnRunner:
             # tool): the turn ends failed with the create check's code, naming the call.
             raise ModelError(exc.message, code=exc.code or "invalid_request") from None
 
-    # -- budgets and checkpoints --------------------------------------------------------
-
-    @dataclass(frozen=True, slots=True)
-    class Budgets:
-        steps: int
-        tool_calls: int
-
-    def _budgets(self, agent: Agent) -> TurnRunner.Budgets:
-        requested = self._params.get("max_tool_calls")
-        tool_calls = agent.max_tool_calls
-        if requested is not None:
-            tool_calls = min(tool_calls, requested)
-        return TurnRunner.Budgets(steps=agent.max_steps, tool_calls=tool_calls)
+    # -- checkpoints --------------------------------------------------------
 
     async def _checkpoint(self, outputs: list[Item]) -> None:
         """Add the step's tool outputs and commit a checkpoint that covers them (G5, G7)."""
