@@ -5,7 +5,7 @@ their events and cancels them, by composing one part per question:
     _runs.py        how are turns claimed and driven?      start_foreground, stop_local
     _following.py   how do clients read and follow?        get, snapshot, follow, wait_final
     _control.py     how are responses cancelled, deleted?  cancel, delete
-    _upkeep.py      what runs in the background?           the scan, purge, heartbeat, drain
+    _upkeep.py      what runs in the background?           scan, purge, heartbeat, drain
 
 This module keeps the runtime's life: `running` owns one task group for the chores and
 every runner of this process. Everything that coordinates runs (status, lease, cancel
@@ -33,7 +33,6 @@ from ._agent import Agent
 from ._broker import Broker
 from ._control import Control
 from ._following import Following
-from ._history import check_input
 from ._ids import new_id
 from ._leases import LeaseKeeper
 from ._model import Model
@@ -58,11 +57,7 @@ class Runtime:
         observer: Observer | None = None,
     ) -> None:
         self.store = store
-        self.observer = observer or Observer()
-        self.agent = agent
-        self.model = (agent.model if isinstance(agent, Agent) else None) or model
         self.settings = settings = settings or RuntimeSettings()
-        self.owner = new_id("proc")
         broker = Broker()
         store.on_events_committed(broker.notify)
         # Renews the leases of the turns being driven, from a thread (G8; _leases.py).
@@ -72,10 +67,10 @@ class Runtime:
         self._runs = Runs(
             store=store,
             agent=agent,
-            model=self.model,
+            model=(agent.model if isinstance(agent, Agent) else None) or model,
             settings=settings,
-            observer=self.observer,
-            owner=self.owner,
+            observer=observer or Observer(),
+            owner=new_id("proc"),
             leases=self._leases,
             guard=self._fatal_if_raises,
         )
@@ -210,27 +205,6 @@ class Runtime:
             params, tenant=tenant, idempotency_key=idempotency_key, request_hash=request_hash
         )
 
-    async def check_input(
-        self,
-        new_input: list[dict[str, Any]],
-        *,
-        tenant: str,
-        previous_response_id: str | None = None,
-        conversation_id: str | None = None,
-        allow_pending: bool = False,
-        param: str = "input",
-    ) -> None:
-        """Refuse client items that would break tool pairing (G5); see `check_input`."""
-        await check_input(
-            self.store,
-            new_input,
-            tenant=tenant,
-            previous_response_id=previous_response_id,
-            conversation_id=conversation_id,
-            allow_pending=allow_pending,
-            param=param,
-        )
-
     # -- running (_runs.py) -------------------------------------------------------------
 
     def start_foreground(
@@ -270,13 +244,3 @@ class Runtime:
     async def delete(self, response_id: str, tenant: str) -> None:
         """Delete a finished response."""
         await self._control.delete(response_id, tenant)
-
-    # -- upkeep (_upkeep.py) ------------------------------------------------------------
-
-    async def scan(self) -> int:
-        """Start every unfinished response nobody holds; return how many were found."""
-        return await self._upkeep.scan()
-
-    async def purge(self, now: float) -> tuple[int, int]:
-        """Apply the retention period as of `now` (never touching unfinished responses)."""
-        return await self._upkeep.purge(now)
