@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._records import ConversationRecord, ItemRow
 from ._base import Order, PostgresBase
@@ -68,9 +68,22 @@ class ConversationStore(PostgresBase):
         return await self._write("delete conversation", op, atomic=False)
 
     async def add_conversation_items(
-        self, conversation_id: str, tenant: str, items: Sequence[ItemRow]
+        self,
+        conversation_id: str,
+        tenant: str,
+        items: Sequence[ItemRow],
+        *,
+        check: Callable[[list[str]], None] | None = None,
     ) -> bool:
-        """Append items; False if the conversation does not exist."""
+        """Append items; False if the conversation does not exist.
+
+        `check`, if given, is called in the append's transaction with the conversation's
+        tool items (the JSON texts of its `function_call` and `function_call_output`
+        items, oldest first); what it raises refuses the append and reaches the caller.
+        So two appends cannot both pass a check against the history that the other one
+        changes (two outputs for one call, G5): the conversation's row is locked before
+        the items are read. It runs on the event loop: it must be quick, and must not
+        touch the store."""
 
         async def op(tx: Tx) -> bool:
             found = await tx.conn.fetchval(
@@ -80,10 +93,20 @@ class ConversationStore(PostgresBase):
             )
             if found is None:
                 return False
+            if check is not None:
+                check(await self._tool_items(tx, conversation_id))
             await self._insert_conversation_items(tx.conn, conversation_id, items)
             return True
 
         return await self._write("add conversation items", op)
+
+    async def _tool_items(self, tx: Tx, conversation_id: str) -> list[str]:
+        rows = await tx.conn.fetch(
+            f"SELECT item FROM conversation_items WHERE conversation_id = $1 AND {_TOOL_ITEM}"
+            " ORDER BY position",
+            conversation_id,
+        )
+        return [r[0] for r in rows]
 
     async def list_conversation_items(
         self, conversation_id: str, *, after: str | None, order: Order, limit: int

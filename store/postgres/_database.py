@@ -119,8 +119,8 @@ class Database:
         except asyncio.CancelledError:
             _fail(fut, StoreError(f"{what}: the store closed before the write ended"))
             raise
-        except Exception as exc:
-            _fail(fut, exc if isinstance(exc, StoreError) else _wrap(what, exc))
+        except Exception as exc:  # ours, translated by `_run`, or the operation's own
+            _fail(fut, exc)
         else:
             try:
                 for listener in self.commit_listeners:

@@ -598,6 +598,28 @@ async def test_conversations_are_created_read_updated_and_deleted(store: Store) 
     assert await store.conversation_history("conv_1", None) == []
 
 
+async def test_an_append_check_sees_the_tool_items_and_may_refuse(store: Store) -> None:
+    call = ItemRow("fc_1", json.dumps({"type": "function_call", "call_id": "call_1"}))
+    output = ItemRow("fco_1", json.dumps({"type": "function_call_output", "call_id": "call_1"}))
+    await store.create_conversation(
+        ConversationRecord("conv_1", "", 0.0, "{}"), [message("m"), call]
+    )
+    seen: list[list[str]] = []
+
+    def refuse_a_second_output(tool_items: list[str]) -> None:
+        seen.append(tool_items)
+        if any(json.loads(t)["type"] == "function_call_output" for t in tool_items):
+            raise ValueError("call_1 is answered already")
+
+    assert await store.add_conversation_items("conv_1", "", [output], check=refuse_a_second_output)
+    with pytest.raises(ValueError, match="answered already"):
+        await store.add_conversation_items("conv_1", "", [output], check=refuse_a_second_output)
+
+    # (SQLite may run a refused check twice: alone again after its batch failed.)
+    assert seen[0] == [call.item] and seen[-1] == [call.item, output.item]
+    assert len(await store.conversation_history("conv_1", None)) == 3
+
+
 async def test_deleting_either_half_of_a_call_pair_deletes_both(store: Store) -> None:
     items = [
         ItemRow("fc_1", json.dumps({"type": "function_call", "call_id": "call_1"})),
