@@ -21,7 +21,7 @@ from ._schema import migrate
 from ._store import PostgresStore
 
 if TYPE_CHECKING:
-    from ._sql import Pool
+    from ._sql import Conn, Pool
 
 log = logging.getLogger("store")
 
@@ -85,9 +85,17 @@ async def _open_pool(url: str, size: int, shown: str) -> Pool:
             timeout=CONNECT_TIMEOUT,
             command_timeout=COMMAND_TIMEOUT,
             server_settings=SETTINGS,
+            reset=_keep_session,
         )
     except Exception as exc:
         raise StoreOpenError(f"cannot reach the PostgreSQL store at {shown}: {exc}") from exc
+
+
+async def _keep_session(conn: Conn) -> None:
+    """Release a pooled connection as it is. Ours keep no session state (no settings, no
+    session-level advisory locks, no LISTEN, no cursors), and asyncpg rolls back an open
+    transaction before this, so its default reset, one more round trip after every
+    operation, would undo nothing."""
 
 
 async def _migrate(pool: Pool, shown: str) -> None:

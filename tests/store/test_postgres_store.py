@@ -34,6 +34,7 @@ from store import (
 )
 from store.postgres import PostgresStore, open_postgres_store
 from store.postgres._database import Tx
+from store.postgres._leases import RENEW
 from store.postgres._schema import SCHEMA_VERSION
 from tests.store.test_contract import claimed, end, in_lane
 from tests.store.test_sqlite import new_response, rows
@@ -173,17 +174,67 @@ async def test_the_listener_connects_again_when_its_connection_is_killed(
     await eventually(lambda: follower.listening)
     fence = await claimed(writer, "resp_a")
 
+    # Every connection of both hosts: the pools open new ones, the listener reconnects.
     await execute(
         postgres_url,
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-        " WHERE application_name = 'durable-responses' AND query LIKE 'LISTEN%'"
-        " OR query = 'SELECT 1' AND pid <> pg_backend_pid()",
+        " WHERE datname = current_database() AND application_name = 'durable-responses'",
     )
     await eventually(lambda: not follower.listening, within=15)
     await eventually(lambda: follower.listening, within=15)
     await writer.append_events("resp_a", fence, rows(0))
 
     await eventually(lambda: heard == [0])
+
+
+# -- plans ------------------------------------------------------------------------------------
+
+
+async def test_what_runs_per_turn_and_per_heartbeat_never_scans_a_table(postgres_url: str) -> None:
+    """Admission, claims, lease renewals, cancel checks, the recovery scan, lane checks
+    and the retention purge must cost what is running (or expiring), not what is stored:
+    with sequential scans disabled, no plan of theirs may still need one (PostgreSQL
+    would choose one on tables this small anyway)."""
+    statements: list[tuple[str, tuple[object, ...]]] = []
+    async with open_postgres_store(postgres_url, pool_size=1) as store:
+        async with store._db.pool.acquire() as conn:
+            conn.add_query_logger(lambda q: statements.append((q.query, tuple(q.args))))
+        limits = Admission(max_queued=10, max_queued_tenant=10)
+        await store.create_response(new_response("resp_a"), [], rows(0), limits)
+        await store.create_response(new_response("resp_b"), [], [], limits, ("me", 10.0))
+        assert await store.claim("resp_a", "me", 10.0) is not None
+        await store.stop_requests("me")
+        await store.orphans()
+        await store.recover("resp_a", "other", 10.0)
+        await store.lane_busy("resp_a")
+        await store.is_lane_head("resp_a")
+        await store.next_in_lane("resp_a")
+        await store.count_queued()
+        await store.request_cancel("resp_b")
+        await store.append_events("resp_a", Fence("me", 1), rows(1))
+        await store.save_snapshot(
+            "resp_a", Fence("me", 1), snapshot="{}", last_seq=1, status="completed", terminal=True
+        )
+        await store.release_lease("resp_b", Fence("me", 1))
+        await store.purge(before=time.time() - DAY)
+        assert await store.delete_response("resp_a", "")
+    verbs = ("SELECT", "UPDATE", "INSERT", "DELETE", "WITH")
+    queries = [
+        (q, a)
+        for q, a in statements
+        if q.split()[0].upper() in verbs and "pg_catalog" not in q  # not asyncpg's own
+    ]
+    queries.append((RENEW, (["resp_b"], ["me"], [1], 10.0)))
+    assert len(queries) >= 15
+
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        await conn.execute("SET enable_seqscan = off")
+        for sql, args in queries:
+            plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
+            assert "Seq Scan" not in plan, f"{sql}\n{plan}"
+    finally:
+        await conn.close()
 
 
 # -- failures -----------------------------------------------------------------------------
