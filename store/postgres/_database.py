@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import asyncpg
 
 from .._errors import StoreError, StoreUnavailable
-from ._errors import RETRYABLE, from_asyncpg, is_translatable
+from ._errors import RETRYABLE, translate_asyncpg_errors
 
 if TYPE_CHECKING:
     from ._sql import Conn, Pool
@@ -137,28 +137,24 @@ class Database:
                         del self._tails[key]
 
     async def _run(self, what: str, op: Operation[T], atomic: bool) -> tuple[Tx, T, float]:
-        for attempt in range(RETRIES):
-            try:
-                result = await self._attempt(op, atomic)
-            except RETRYABLE:
-                if attempt == RETRIES - 1:
-                    raise
-                await asyncio.sleep(random.uniform(0.002, 0.02) * (attempt + 1))
-                continue
-            except StoreUnavailable as exc:
-                self.unavailable = exc
-                raise
-            except Exception as exc:
-                if is_translatable(exc):
-                    error = _wrap(what, exc)
-                    if isinstance(error, StoreUnavailable):
-                        self.unavailable = error
-                    raise error from exc
-                raise
-            self.unavailable = None
-            self.committed_at = time.monotonic()
-            return result
-        raise AssertionError("unreachable")
+        """Run `op` until it commits, retrying what may simply run again (RETRYABLE);
+        remember whether the database could be written, for readiness."""
+        try:
+            with translate_asyncpg_errors(what):
+                for attempt in range(RETRIES - 1):
+                    try:
+                        result = await self._attempt(op, atomic)
+                        break
+                    except RETRYABLE:
+                        await asyncio.sleep(random.uniform(0.002, 0.02) * (attempt + 1))
+                else:
+                    result = await self._attempt(op, atomic)
+        except StoreUnavailable as exc:
+            self.unavailable = exc
+            raise
+        self.unavailable = None
+        self.committed_at = time.monotonic()
+        return result
 
     async def _attempt(self, op: Operation[T], atomic: bool) -> tuple[Tx, T, float]:
         async with self.pool.acquire(timeout=ACQUIRE_TIMEOUT) as conn:
@@ -174,23 +170,13 @@ class Database:
     # -- reads ------------------------------------------------------------------------
 
     async def fetch(self, what: str, sql: str, *args: Any) -> list[asyncpg.Record]:
-        try:
+        with translate_asyncpg_errors(what):
             async with self.pool.acquire(timeout=ACQUIRE_TIMEOUT) as conn:
                 return await conn.fetch(sql, *args)
-        except Exception as exc:
-            if is_translatable(exc):
-                raise _wrap(what, exc) from exc
-            raise
 
     async def fetchrow(self, what: str, sql: str, *args: Any) -> asyncpg.Record | None:
         rows = await self.fetch(what, sql, *args)
         return rows[0] if rows else None
-
-
-def _wrap(what: str, exc: BaseException) -> StoreError:
-    error = from_asyncpg(what, exc) if is_translatable(exc) else StoreError(f"{what}: {exc!r}")
-    error.__cause__ = exc
-    return error
 
 
 def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:

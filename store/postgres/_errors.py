@@ -11,8 +11,9 @@
       deadlocks still failing after our retries
     any other                                       StoreError
 
-`translate_asyncpg_errors` is the one place where that happens. Serialization failures
-and deadlocks (40001, 40P01) are retried by the transaction runner first (`RETRYABLE`).
+`translate_asyncpg_errors` is the one place where that happens: the transaction runner,
+the reads and the lease thread all run inside it. Serialization failures and deadlocks
+(40001, 40P01) are retried first, inside it (`RETRYABLE`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,14 @@ from asyncpg import exceptions as pgerr
 
 from .._errors import Conflict, StoreError, StoreUnavailable
 
-# A transaction that failed for one of these did nothing and may simply run again.
-RETRYABLE: tuple[type[Exception], ...] = (pgerr.SerializationError, pgerr.DeadlockDetectedError)
+# A transaction that failed for one of these did nothing and may simply run again: a
+# serialization failure, a deadlock, or a cached statement whose result changed under it
+# (another host migrated the schema; asyncpg prepares it again on the next try).
+RETRYABLE: tuple[type[Exception], ...] = (
+    pgerr.SerializationError,
+    pgerr.DeadlockDetectedError,
+    pgerr.InvalidCachedStatementError,
+)
 
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
     pgerr.PostgresConnectionError,  # class 08, a connection lost mid-operation included

@@ -16,9 +16,9 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from .._errors import StoreError
+from .._errors import StoreError, StoreUnavailable
 from .._records import Fence
-from ._errors import RETRYABLE, from_asyncpg, is_translatable
+from ._errors import RETRYABLE, translate_asyncpg_errors
 from ._sql import EXPIRES
 
 if TYPE_CHECKING:
@@ -68,23 +68,26 @@ class LeaseConnection:
         return asyncio.run_coroutine_threadsafe(self._run("renew leases", renew), self._loop)
 
     async def _run(self, what: str, op: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run `op` on the connection; every failure reaches the caller as a StoreError."""
+        """Run `op` on the connection; every failure reaches the caller as a StoreError,
+        and one of the connection drops it (the next call connects again)."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            for attempt in range(RETRIES):
-                try:
+            try:
+                with translate_asyncpg_errors(what):
+                    for attempt in range(RETRIES - 1):
+                        try:
+                            return await op(await self._connection())
+                        except RETRYABLE:
+                            await asyncio.sleep(0.01 * (attempt + 1))
                     return await op(await self._connection())
-                except RETRYABLE as exc:
-                    if attempt == RETRIES - 1:
-                        raise from_asyncpg(what, exc) from exc
-                    await asyncio.sleep(0.01 * (attempt + 1))
-                except Exception as exc:
-                    await self._drop()  # the next call connects again
-                    if is_translatable(exc):
-                        raise from_asyncpg(what, exc) from exc
-                    raise StoreError(f"{what}: {exc!r}") from exc
-        raise AssertionError("unreachable")
+            except StoreUnavailable:
+                await self._drop()
+                raise
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise StoreError(f"{what}: {exc!r}") from exc
 
     async def _connection(self) -> Conn:
         if self._conn is None or self._conn.is_closed():
