@@ -10,8 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from server._cli import (
     shutdown_timeout,
 )
 from tests.conftest import StartServer, make_client
-from tests.support.server import REPO, free_port
+from tests.support.server import REPO, free_port, wait_healthy
 
 
 def run_server(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -210,26 +208,12 @@ def serve_until_answered(command: list[str], cwd: Path, env: dict[str, str], log
         )
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: proc.poll() is None and _healthy(url), log_path.read_text)
+        wait_healthy(proc, url, log_path.read_text)
         with make_client(url) as sdk:
             return sdk.responses.create(model="m", input="quiet please").output_text
     finally:
         proc.terminate()
         assert proc.wait(30) == 0, log_path.read_text()
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def wait_until(condition: Callable[[], bool], log: Callable[[], str]) -> None:
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline, log()
-        time.sleep(0.05)
 
 
 def test_the_console_script_imports_an_agent_from_the_working_directory(tmp_path: Path) -> None:

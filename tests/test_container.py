@@ -5,14 +5,12 @@ temporary folder standing in for the image's agent folder."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
-import time
 from importlib import metadata
 from pathlib import Path
 
@@ -21,7 +19,8 @@ import yaml
 
 from server import Settings
 from server._cli import SHUTDOWN_MARGIN
-from tests.support.server import REPO, free_port
+from tests.support.server import REPO, free_port, wait_healthy
+from tests.support.waiting import wait_until
 
 DOCKERFILE = (REPO / "Dockerfile").read_text()
 COMPOSE = yaml.safe_load((REPO / "compose.yaml").read_text())
@@ -130,11 +129,12 @@ def test_the_entry_point_serves_and_its_health_check_passes(tmp_path: Path) -> N
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(entrypoint(), env=env, stdout=log_file, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while subprocess.run(health, env=env, capture_output=True).returncode != 0:
+
+        def health_check_passes() -> bool:
             assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, "never healthy"
-            time.sleep(0.1)
+            return subprocess.run(health, env=env, capture_output=True).returncode == 0
+
+        wait_until(health_check_passes, "the image's health check to pass", interval=0.1)
         assert (
             httpx.post(f"{url}/v1/responses", json={"model": "m", "input": "x"}).status_code == 401
         )
@@ -165,14 +165,7 @@ def serve_one_answer(env: dict[str, str], cwd: Path) -> str:
             entrypoint(), env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT
         )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, "never healthy"
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            time.sleep(0.1)
+        wait_healthy(proc, url, log_path.read_text)
         answer = httpx.post(
             f"{url}/v1/responses", json={"model": "m", "input": "hello"}, headers=headers
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +12,7 @@ import httpx
 
 from tests.support.server import ServerProcess
 from tests.support.stream_rules import check_stream, parse_sse
-
-TERMINAL = {"completed", "failed", "cancelled", "incomplete"}
+from tests.support.waiting import wait_until
 
 
 def wait_for_exit(server: ServerProcess, deadline: float = 30.0) -> int:
@@ -23,26 +21,6 @@ def wait_for_exit(server: ServerProcess, deadline: float = 30.0) -> int:
         return server.proc.wait(deadline)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"the server did not exit:\n{server.log()}") from None
-
-
-def wait_terminal(url: str, response_id: str, deadline: float = 30.0) -> dict[str, Any]:
-    end = time.monotonic() + deadline
-    body: dict[str, Any] = {}
-    while time.monotonic() < end:
-        body = httpx.get(f"{url}/v1/responses/{response_id}", timeout=10).json()
-        if body["status"] in TERMINAL:
-            return body
-        time.sleep(0.05)
-    raise AssertionError(f"{response_id} is not terminal after {deadline}s: {body.get('status')}")
-
-
-def wait_until(condition: Any, what: str, deadline: float = 30.0) -> None:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def wait_for_event(url: str, response_id: str, event_type: str, item_type: str | None) -> None:

@@ -20,9 +20,10 @@ import pytest
 from openai.types.responses import Response
 
 from tests.conftest import StartServer
-from tests.crash._support import check_replays, replay, wait_terminal, wait_until
+from tests.crash._support import check_replays, replay
 from tests.support.server import ServerProcess
 from tests.support.stream_rules import check_stream, parse_sse
+from tests.support.waiting import wait_terminal, wait_until
 
 FAST = ("--lease-ttl", "2", "--scan-interval", "0.2")
 PROMPT = "tell me about the sea [[words 40]] [[delay 40]]"

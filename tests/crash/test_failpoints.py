@@ -16,9 +16,10 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import only_response_id, wait_for_exit, wait_terminal
+from tests.crash._support import only_response_id, wait_for_exit
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import check_stream, parse_sse
+from tests.support.waiting import wait_terminal
 
 EXIT_AT_FAILPOINT = 86
 FAST = ("--lease-ttl", "2", "--scan-interval", "0.2")

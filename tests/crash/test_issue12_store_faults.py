@@ -24,8 +24,9 @@ from typing import Any
 import httpx
 
 from tests.conftest import StartServer
-from tests.crash._support import wait_for_exit, wait_terminal, wait_until
+from tests.crash._support import wait_for_exit
 from tests.support.disk import small_disk
+from tests.support.waiting import wait_terminal, wait_until
 
 LEASE_TTL = 1.0
 SERVER = (

@@ -23,8 +23,9 @@ from typing import Any
 import httpx
 
 from tests.conftest import StartServer
-from tests.crash._support import check_replays, log_lines, wait_terminal, wait_until
+from tests.crash._support import check_replays, log_lines
 from tests.support.side_effects import runs_per_key
+from tests.support.waiting import wait_terminal, wait_until
 
 FAST = ("--lease-ttl", "1", "--scan-interval", "0.2")
 TOOLS = ("--agent", "tests.agents.blocking_agent:agent", *FAST)

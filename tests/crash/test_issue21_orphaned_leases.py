@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import check_replays, log_lines, wait_terminal
+from tests.crash._support import check_replays, log_lines
+from tests.support.waiting import wait_terminal
 
 FLOW = (
     "--agent",

@@ -10,17 +10,10 @@ from typing import Any
 import httpx
 
 from tests.conftest import StartServer
-from tests.crash._support import (
-    check_replays,
-    log_lines,
-    query,
-    recoveries,
-    wait_for_event,
-    wait_terminal,
-    wait_until,
-)
+from tests.crash._support import check_replays, log_lines, query, recoveries, wait_for_event
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import check_stream, parse_sse
+from tests.support.waiting import wait_terminal, wait_until
 
 TOOLS = ("--agent", "tests.agents.tool_agent:agent", "--lease-ttl", "2", "--scan-interval", "0.2")
 

@@ -19,9 +19,10 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import TERMINAL, check_replays, recoveries, wait_terminal, wait_until
+from tests.crash._support import check_replays, recoveries
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects, runs_per_key
+from tests.support.waiting import TERMINAL, wait_terminal, wait_until
 
 ARGS = ("--agent", "tests.agents.tool_agent:agent", "--lease-ttl", "1", "--scan-interval", "0.2")
 RESPONSES = 10

@@ -40,8 +40,9 @@ import pytest
 
 from tests.agents.soak_agent import IDEMPOTENT, UNSAFE
 from tests.conftest import StartServer
-from tests.crash._support import TERMINAL, check_replays, ensure_in_flight, owners, query
+from tests.crash._support import check_replays, ensure_in_flight, owners, query
 from tests.support.side_effects import effects, runs_per_key
+from tests.support.waiting import TERMINAL, wait_all_terminal
 
 RESPONSES = 60
 KILLS = 8
@@ -265,16 +266,6 @@ def one_round(soak: Soak, upto: int) -> None:
         standalone(soak)
 
 
-def wait_all_terminal(soak: Soak, deadline: float) -> None:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        if all(soak.final(r) is not None for r in soak.ids):
-            return
-        time.sleep(0.2)
-    stuck = [r for r in soak.ids if soak.final(r) is None]
-    raise AssertionError(f"{len(stuck)} responses are not terminal after {deadline}s: {stuck}")
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_random_ops_soak_kills_lose_nothing_and_break_no_pair(
@@ -305,7 +296,8 @@ def test_random_ops_soak_kills_lose_nothing_and_break_no_pair(
             dead |= owners(db)
             server = start_server(*ARGS, db=db, env=env)
             soak.url = server.url
-        wait_all_terminal(soak, deadline=90)
+        pending = [r for r in soak.ids if r not in soak.finals]  # deleted ones were seen first
+        soak.finals.update(wait_all_terminal(soak.url, pending, deadline=90))
         check_all(soak, folder)
         for conversation in soak.conversations:
             check_pairs(soak, conversation, "at the end")

@@ -5,21 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import time
 from pathlib import Path
 
 import httpx
 
 from tests.conftest import StartServer
-from tests.crash._support import (
-    check_replays,
-    log_lines,
-    only_response_id,
-    wait_for_exit,
-    wait_terminal,
-    wait_until,
-)
+from tests.crash._support import check_replays, log_lines, only_response_id, wait_for_exit
 from tests.support.side_effects import runs_per_key
+from tests.support.waiting import wait_terminal, wait_until
 
 TOOLS = ("--agent", "tests.agents.tool_agent:agent")
 THREE_STEPS = (
@@ -137,8 +130,10 @@ def test_a_foreground_response_of_a_dead_process_ends_failed(
 
 def test_ready_once_the_first_recovery_scan_is_done(start_server: StartServer) -> None:
     server = start_server()
-    deadline = time.monotonic() + 10
-    while httpx.get(f"{server.url}/readyz").status_code != 200:
-        assert time.monotonic() < deadline, "never ready"
-        time.sleep(0.05)
+    wait_until(
+        lambda: httpx.get(f"{server.url}/readyz").status_code == 200,
+        "ready",
+        deadline=10,
+        interval=0.05,
+    )
     assert httpx.get(f"{server.url}/readyz").json() == {"status": "ready"}

@@ -19,15 +19,9 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import (
-    check_replays,
-    query,
-    wait_for_event,
-    wait_for_exit,
-    wait_terminal,
-    wait_until,
-)
+from tests.crash._support import check_replays, query, wait_for_event, wait_for_exit
 from tests.support.side_effects import effects
+from tests.support.waiting import wait_terminal, wait_until
 
 FAST = ("--agent", "tests.agents.tool_agent:agent", "--lease-ttl", "2", "--scan-interval", "0.2")
 EXIT_AT_FAILPOINT = 86

@@ -15,9 +15,10 @@ import httpx
 from openai.types.responses import Response
 
 from tests.conftest import StartServer
-from tests.crash._support import check_replays, only_response_id, wait_for_exit, wait_terminal
+from tests.crash._support import check_replays, only_response_id, wait_for_exit
 from tests.support.fake_upstream import FakeUpstream, text, tool_calls
 from tests.support.side_effects import runs_per_key
+from tests.support.waiting import wait_terminal
 
 EXIT_AT_FAILPOINT = 86
 PREFACE = "Let me check the weather."

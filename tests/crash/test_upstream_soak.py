@@ -34,10 +34,11 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import TERMINAL, ensure_in_flight, owners, replay
+from tests.crash._support import ensure_in_flight, owners, replay
 from tests.support.fake_upstream import FakeUpstream, Turn, text, tool_calls
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import TERMINAL_TYPES, check_stream
+from tests.support.waiting import wait_all_terminal
 
 RESPONSES = 200
 KILLS = 22
@@ -76,22 +77,6 @@ def upstream() -> Iterator[FakeUpstream]:
     fake = FakeUpstream(respond).start()
     yield fake
     fake.stop()
-
-
-def wait_all_terminal(url: str, ids: list[str], deadline: float) -> dict[str, dict[str, Any]]:
-    finals: dict[str, dict[str, Any]] = {}
-    end = time.monotonic() + deadline
-    with httpx.Client(timeout=30) as http:
-        while len(finals) < len(ids) and time.monotonic() < end:
-            for response_id in ids:
-                if response_id not in finals:
-                    body = http.get(f"{url}/v1/responses/{response_id}").json()
-                    if body["status"] in TERMINAL:
-                        finals[response_id] = body
-            time.sleep(0.2)
-    stuck = [i for i in ids if i not in finals]
-    assert not stuck, f"{len(stuck)} responses are not terminal after {deadline}s: {stuck[:5]}"
-    return finals
 
 
 @pytest.mark.slow

@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import check_replays, log_lines, wait_terminal, wait_until
+from tests.crash._support import check_replays, log_lines
 from tests.support.side_effects import runs_per_key
+from tests.support.waiting import wait_terminal, wait_until
 
 # A lease TTL far above the test's waits: the survivor resumes only because the lease
 # was released, and a grace period that ends while the step still runs.

@@ -7,20 +7,16 @@ dumped with `exclude_unset=True` so schema validation sees only what the server 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import httpx
-import openai
 from openai.types.responses import Response
 
 from tests.support.schemas import validate_event, validate_item, validate_response
 from tests.support.stream_rules import check_stream, parse_sse
 
 MODEL = "embedded"
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "incomplete"})
-DEADLINE = 30.0  # seconds: generous, the embedded model answers in milliseconds
 # An answer slow enough to be caught running (24 words x 30 ms, about 0.7 s).
 SLOW_WORDS = 24
 SLOW = f"slow answer [[words {SLOW_WORDS}]] [[delay 30]]"
@@ -100,39 +96,6 @@ def get_stream(
 def sdk_events(stream: Iterable[Any]) -> list[Event]:
     """The payloads of an SDK stream, as the server sent them."""
     return [dump(event) for event in stream]
-
-
-def wait_until(
-    read: Callable[[], Response],
-    done: Callable[[Response], bool],
-    what: str,
-    deadline: float = DEADLINE,
-) -> Response:
-    """Poll `read()` until `done(value)`; fail after `deadline` seconds."""
-    end = time.monotonic() + deadline
-    while True:
-        value = read()
-        if done(value):
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"{what} not reached after {deadline}s; last: {value!r}")
-        time.sleep(0.02)  # polling interval, not synchronization
-
-
-def wait_terminal(client: openai.OpenAI, response_id: str) -> Response:
-    return wait_until(
-        lambda: client.responses.retrieve(response_id),
-        lambda r: r.status in TERMINAL_STATUSES,
-        f"terminal status of {response_id}",
-    )
-
-
-def wait_status(client: openai.OpenAI, response_id: str, status: str) -> Response:
-    return wait_until(
-        lambda: client.responses.retrieve(response_id),
-        lambda r: r.status == status,
-        f"status {status!r} of {response_id}",
-    )
 
 
 def types(events: Iterable[Mapping[str, Any]]) -> list[str]:

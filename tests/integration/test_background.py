@@ -10,20 +10,17 @@ import openai
 import pytest
 
 from tests.integration._responses_support import (
-    DEADLINE,
     MODEL,
     SLOW,
     SLOW_WORDS,
-    TERMINAL_STATUSES,
     checked_response,
     dump,
     get_stream,
     post_stream,
     text_of,
     types,
-    wait_status,
-    wait_terminal,
 )
+from tests.support.waiting import DEADLINE, TERMINAL, wait_status, wait_terminal
 
 CLIENTS = [
     pytest.param("client", id="client"),
@@ -44,7 +41,7 @@ def test_polling_sees_only_forward_statuses_until_completed(sdk: openai.OpenAI) 
     seen = [created.status]
     lengths = [0]
     end = time.monotonic() + DEADLINE
-    while seen[-1] not in TERMINAL_STATUSES:
+    while seen[-1] not in TERMINAL:
         assert time.monotonic() < end, f"still {seen[-1]} after {DEADLINE}s"
         polled = checked_response(sdk.responses.retrieve(created.id))
         seen.append(polled.status)

@@ -9,7 +9,6 @@ their input items) exactly as it was before the request.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 from tests.conftest import StartServer
 from tests.support.schemas import validate_error_envelope
 from tests.support.server import ServerProcess
+from tests.support.waiting import wait_terminal
 
 # Placeholders in paths and bodies, replaced by the ids of the module's fixtures.
 CONV = "@conv@"  # a conversation with two items and metadata
@@ -1125,16 +1125,6 @@ CONVERSATION_CASES = [
 def raw(server: ServerProcess) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=30.0) as client:
         yield client
-
-
-def wait_terminal(raw: httpx.Client, response_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 30
-    while True:
-        body: dict[str, Any] = raw.get(f"/v1/responses/{response_id}").json()
-        if body["status"] not in ("queued", "in_progress"):
-            return body
-        assert time.monotonic() < deadline, f"{response_id} still {body['status']} after 30s"
-        time.sleep(0.02)  # poll interval only; the loop waits on the status
 
 
 @pytest.fixture(scope="module")

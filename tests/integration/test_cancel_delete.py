@@ -14,11 +14,10 @@ from tests.integration._responses_support import (
     dump,
     get_stream,
     types,
-    wait_status,
-    wait_terminal,
 )
 from tests.support.schemas import validate_error_envelope
 from tests.support.stream_rules import parse_sse
+from tests.support.waiting import wait_status, wait_terminal
 
 # Long enough (200 x 20 ms = 4 s) never to finish before the test cancels it.
 LONG = "cancel me [[words 200]] [[delay 20]]"

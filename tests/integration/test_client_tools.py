@@ -21,9 +21,9 @@ from tests.integration._responses_support import (
     post_stream,
     types,
     unparsed,
-    wait_terminal,
 )
 from tests.support.schemas import validate_error_envelope
+from tests.support.waiting import wait_terminal
 
 CLIENTS = [
     pytest.param("client", id="client"),

@@ -18,6 +18,7 @@ from openai.types.conversations import Conversation
 from openai.types.responses import Response
 
 from tests.support.schemas import validate_item
+from tests.support.waiting import wait_terminal
 
 CLIENTS = [pytest.param("client", id="sdk"), pytest.param("strict_client", id="strict-sdk")]
 
@@ -349,12 +350,7 @@ def test_a_background_turn_appends_once_it_completes(sdk: openai.OpenAI) -> None
     queued = sdk.responses.create(
         model="embedded", input=prompt, conversation=conversation.id, background=True
     )
-    deadline = time.monotonic() + 30
-    response = queued
-    while response.status in ("queued", "in_progress"):
-        assert time.monotonic() < deadline, f"still {response.status} after 30s"
-        time.sleep(0.02)  # poll interval only; the loop waits on the status
-        response = sdk.responses.retrieve(queued.id)
+    response = wait_terminal(sdk, queued.id)
 
     assert response.status == "completed"
     listed = all_items(sdk, conversation.id)

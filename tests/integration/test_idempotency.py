@@ -6,7 +6,6 @@ timeout. Runs are counted with a server tool that appends to a file per call."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,17 +17,11 @@ import openai
 import pytest
 
 from tests.conftest import StartServer, make_client
-from tests.integration._responses_support import (
-    DEADLINE,
-    MODEL,
-    checked_events,
-    sse_events,
-    types,
-    wait_terminal,
-)
+from tests.integration._responses_support import MODEL, checked_events, sse_events, types
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects
 from tests.support.stream_rules import parse_sse
+from tests.support.waiting import DEADLINE, wait_terminal
 
 AGENT = ("--agent", "tests.agents.tool_agent:agent")
 
@@ -80,16 +73,6 @@ def post_stream(http: httpx.Client, key: str, body: dict[str, Any]) -> list[Even
 
 def sent_emails(folder: Path) -> list[str]:
     return [to for _, to in effects(folder, "send_email")]
-
-
-def wait_final(http: httpx.Client, response_id: str) -> dict[str, Any]:
-    end = time.monotonic() + DEADLINE
-    while True:
-        body: dict[str, Any] = http.get(f"/v1/responses/{response_id}").json()
-        if body["status"] not in ("queued", "in_progress"):
-            return body
-        assert time.monotonic() < end, f"{response_id} is still {body['status']}"
-        time.sleep(0.02)  # polling interval, not synchronization
 
 
 # -- an explicit repeat --------------------------------------------------------------------
@@ -182,7 +165,7 @@ def test_a_repeated_background_create_returns_the_same_response(
         response_id = created.json()["id"]
         assert created.json()["status"] == "queued"
         assert {r.json()["id"] for r in repeats} == {response_id}
-        final = wait_final(http, response_id)
+        final = wait_terminal(http, response_id)
         assert final["status"] == "completed"
         assert post(http, key, body).json() == final  # a late repeat: the same, finished
 

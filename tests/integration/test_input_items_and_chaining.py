@@ -12,13 +12,8 @@ from typing import Any
 import openai
 import pytest
 
-from tests.integration._responses_support import (
-    MODEL,
-    SLOW,
-    SLOW_WORDS,
-    checked_response,
-    wait_terminal,
-)
+from tests.integration._responses_support import MODEL, SLOW, SLOW_WORDS, checked_response
+from tests.support.waiting import wait_terminal
 
 CLIENTS = [
     pytest.param("client", id="client"),

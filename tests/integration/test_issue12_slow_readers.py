@@ -33,6 +33,7 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
+from tests.support.waiting import wait_status
 
 READERS = 100
 WORDS = 16_000  # an answer of 16,000 words of 40 letters: about 7 MB of events
@@ -77,10 +78,7 @@ def peak_rss(pid: int) -> Iterator[list[int]]:
 def large_log(http: httpx.Client) -> str:
     body = {"model": "m", "input": f"[[words {WORDS}]] {'x' * 40}", "background": True}
     response_id: str = http.post("/v1/responses", json=body).json()["id"]
-    deadline = time.monotonic() + 60
-    while http.get(f"/v1/responses/{response_id}").json()["status"] != "completed":
-        assert time.monotonic() < deadline, "the large response did not complete"
-        time.sleep(0.1)
+    wait_status(http, response_id, "completed", deadline=60)
     return response_id
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import StartServer
 from tests.support.server import ServerProcess
+from tests.support.waiting import poll_until
 
 
 def stored(db: Path) -> int:
@@ -52,15 +53,16 @@ def slot_taken(http: httpx.Client) -> Iterator[str]:
 
 
 def wait_until_a_stream_is_admitted(http: httpx.Client) -> httpx.Response:
-    deadline = time.monotonic() + 15
-    while True:
-        response = http.post(
+    # The closed stream gives its slot back once its handler ends.
+    return poll_until(
+        lambda: http.post(
             "/v1/responses", json={"model": "embedded", "input": "again", "stream": True}
-        )
-        if response.status_code != 429:
-            return response
-        assert time.monotonic() < deadline, "the stream slot was never given back"
-        time.sleep(0.05)  # the closed stream gives its slot back once its handler ends
+        ),
+        lambda response: response.status_code != 429,
+        "the stream slot given back",
+        deadline=15,
+        interval=0.05,
+    )
 
 
 @pytest.mark.parametrize(
@@ -107,10 +109,13 @@ def test_a_retried_refusal_creates_the_response_once(server: ServerProcess) -> N
                 refused = http.post("/v1/responses", json=body, headers=headers)
                 assert refused.status_code == 429, refused.text
             assert stored(server.db) == before
-        deadline = time.monotonic() + 15
-        while (answer := http.post("/v1/responses", json=body, headers=headers)).status_code == 429:
-            assert time.monotonic() < deadline, "the stream slot was never given back"
-            time.sleep(0.05)
+        answer = poll_until(
+            lambda: http.post("/v1/responses", json=body, headers=headers),
+            lambda response: response.status_code != 429,
+            "the stream slot given back",
+            deadline=15,
+            interval=0.05,
+        )
         assert answer.status_code == 200, answer.text
         assert "response.completed" in answer.text
     assert stored(server.db) == before + 1  # the retried request, once

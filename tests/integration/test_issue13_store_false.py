@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 from tests.conftest import StartServer, make_client
 from tests.integration._responses_support import MODEL, SLOW, checked_events, checked_response
 from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
 
 TABLES = ("responses", "response_items", "events", "steps", "journal", "idempotency_keys")
 LOOKUP = '[[call lookup {"city": "Paris"}]] weather please'
@@ -178,10 +178,12 @@ def test_a_store_false_response_cut_by_a_crash_is_ended_and_deleted_on_restart(
     assert kept(server.db, response_id)
 
     restarted = start_server("--lease-ttl", "1", "--scan-interval", "0.2", db=server.db)
-    deadline = time.monotonic() + 20
-    while kept(server.db, response_id):
-        assert time.monotonic() < deadline, rows_of(server.db, response_id)
-        time.sleep(0.1)  # polling the store from outside, not synchronization
+    wait_until(
+        lambda: not kept(server.db, response_id),
+        lambda: f"the response discarded; still stored: {rows_of(server.db, response_id)}",
+        deadline=20,
+        interval=0.1,  # polling the store from outside
+    )
     with make_client(restarted.url) as sdk, pytest.raises(openai.NotFoundError):
         sdk.responses.retrieve(response_id)
 

@@ -22,8 +22,7 @@ says so in the log.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,9 @@ import openai
 import pytest
 
 from tests.conftest import StartServer, make_client
-from tests.integration._responses_support import DEADLINE, MODEL, wait_status, wait_terminal
+from tests.integration._responses_support import MODEL
 from tests.support.fake_upstream import FakeUpstream, Turn, text, tool_calls
+from tests.support.waiting import wait_status, wait_terminal, wait_until
 
 WEATHER: Any = {
     "type": "function",
@@ -61,14 +61,6 @@ def call(call_id: str) -> Item:
 
 def output(call_id: str, value: str = "sunny") -> Item:
     return {"type": "function_call_output", "call_id": call_id, "output": value}
-
-
-def poll(condition: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
-    end = time.monotonic() + deadline
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)  # polling interval, not synchronization
 
 
 def assert_paired(messages: list[Message]) -> None:
@@ -299,8 +291,8 @@ def test_retention_spares_the_chain_of_a_queued_turn(
         assert third.status == "queued"
 
         # The first turn is past retention long before the third one runs.
-        poll(lambda: _status(client, third.id) != "queued", "the third turn's start")
-        poll(lambda: _status(client, third.id) != "in_progress", "the third turn's end")
+        wait_until(lambda: _status(client, third.id) != "queued", "the third turn's start")
+        wait_until(lambda: _status(client, third.id) != "in_progress", "the third turn's end")
         assert len(fake_upstream.requests) == 4, "the third turn did not call the model"
         sent: list[Message] = fake_upstream.requests[3]["messages"]
         assert_paired(sent)
@@ -313,4 +305,4 @@ def test_retention_spares_the_chain_of_a_queued_turn(
                 return True
             return False
 
-        poll(purged, "the purge of the first turn once its chain is finished")
+        wait_until(purged, "the purge of the first turn once its chain is finished")

@@ -26,9 +26,10 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import log_lines, wait_until
+from tests.crash._support import log_lines
 from tests.support.fake_upstream import FakeUpstream, text, tool_calls
 from tests.support.side_effects import effects, runs_per_key
+from tests.support.waiting import wait_until
 
 AGENT = ("--agent", "tests.agents.thread_tool_agent:agent")
 

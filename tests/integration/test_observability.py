@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import wait_until
 from tests.support.fake_upstream import FakeUpstream, fault, text, tool_calls
 from tests.support.server import ServerProcess, free_port
+from tests.support.waiting import wait_until
 
 KEY = "sk-observability-secret"
 PREFIX = "durable_responses"

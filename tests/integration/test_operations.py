@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from tests.conftest import StartServer
-from tests.crash._support import wait_terminal, wait_until
 from tests.support.schemas import validate_error_envelope
 from tests.support.server import free_port
+from tests.support.waiting import wait_terminal, wait_until
 
 
 def metric(text: str, name: str, labels: str = "") -> float:

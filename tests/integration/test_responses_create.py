@@ -17,9 +17,9 @@ from tests.integration._responses_support import (
     sdk_events,
     text_of,
     types,
-    wait_terminal,
 )
 from tests.support.schemas import validate_error_envelope
+from tests.support.waiting import wait_terminal
 
 CLIENTS = [
     pytest.param("client", id="client"),

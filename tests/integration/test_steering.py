@@ -27,18 +27,11 @@ import openai
 import pytest
 
 from tests.conftest import StartServer, make_client
-from tests.integration._responses_support import (
-    DEADLINE,
-    MODEL,
-    checked_events,
-    get_stream,
-    types,
-    wait_status,
-    wait_terminal,
-)
+from tests.integration._responses_support import MODEL, checked_events, get_stream, types
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects
 from tests.support.stream_rules import parse_sse
+from tests.support.waiting import DEADLINE, wait_status, wait_terminal, wait_until
 
 AGENT = ("--agent", "tests.agents.tool_agent:agent")
 HELLO = "hello there"  # what a lane holds before the turns under test
@@ -89,14 +82,6 @@ def assert_tool_consistent(items: list[Item]) -> None:
             if i["type"] == "function_call_output" and i["call_id"] == call_id
         )
         assert call_at < output_at, items
-
-
-def poll(condition: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
-    end = time.monotonic() + deadline
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)  # polling interval, not synchronization
 
 
 class LiveStream:
@@ -720,7 +705,9 @@ def test_interrupt_stops_the_running_turn_not_a_foreground_turn_waiting_behind_i
     first_live.wait_for(*PHASE_STARTED["text"])
     body = {"model": MODEL, "input": SECOND, "conversation": lane.conversation_id, "stream": True}
     waiting = LiveStream(url, "POST", "/v1/responses", json=body)
-    poll(lambda: waiting_turns(tool_server.db, lane.conversation_id or "") == 2, "the 2nd turn")
+    wait_until(
+        lambda: waiting_turns(tool_server.db, lane.conversation_id or "") == 2, "the 2nd turn"
+    )
 
     third = sdk.responses.create(
         model=MODEL,

@@ -24,10 +24,10 @@ from tests.integration._responses_support import (
     text_of,
     types,
     unparsed,
-    wait_status,
 )
 from tests.support.schemas import validate_error_envelope
 from tests.support.stream_rules import check_stream, parse_sse
+from tests.support.waiting import wait_status
 
 CLIENTS = [
     pytest.param("client", id="client"),

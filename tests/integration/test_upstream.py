@@ -28,8 +28,6 @@ from tests.integration._responses_support import (
     post_stream,
     sdk_events,
     types,
-    wait_status,
-    wait_terminal,
 )
 from tests.support.fake_upstream import (
     FakeUpstream,
@@ -45,6 +43,7 @@ from tests.support.fake_upstream import (
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import parse_sse
+from tests.support.waiting import wait_status, wait_terminal
 
 MODEL = "fake-model"
 PARIS = ("call_paris", "lookup", '{"city":"Paris"}')

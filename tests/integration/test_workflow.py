@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import StartServer, make_client
 from tests.support.stream_rules import check_stream, parse_sse
+from tests.support.waiting import wait_terminal
 
 WORKFLOW = ("--agent", "tests.agents.workflow_agent:order", "--lease-ttl", "2")
 
@@ -21,16 +20,6 @@ WORKFLOW = ("--agent", "tests.agents.workflow_agent:order", "--lease-ttl", "2")
 def lines(folder: Path, stage: str) -> list[str]:
     path = folder / f"{stage}.log"
     return path.read_text().splitlines() if path.exists() else []
-
-
-def wait_terminal(url: str, response_id: str, deadline: float = 30.0) -> dict[str, Any]:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        body: dict[str, Any] = httpx.get(f"{url}/v1/responses/{response_id}").json()
-        if body["status"] not in ("queued", "in_progress"):
-            return body
-        time.sleep(0.05)
-    raise AssertionError(f"{response_id} did not finish")
 
 
 def test_a_workflow_runs_each_stage_once_and_reports_them(

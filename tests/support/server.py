@@ -7,10 +7,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,6 +22,30 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def healthy(url: str) -> bool:
+    """Whether the server at `url` answers its liveness probe now."""
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def wait_healthy(
+    proc: subprocess.Popen[bytes], url: str, log: Callable[[], str], deadline: float = 30.0
+) -> None:
+    """Until the server process `proc` answers /healthz at `url`; fail at once, with its
+    `log()`, if it exits first, and with its log after `deadline` seconds."""
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"server exited with {proc.returncode} before it was healthy:\n{log()}"
+            )
+        return healthy(url)
+
+    wait_until(up, lambda: f"the server to be healthy:\n{log()}", deadline, interval=0.05)
 
 
 class ServerProcess:
@@ -69,21 +95,8 @@ class ServerProcess:
         return self
 
     def wait_healthy(self, deadline: float = 30.0) -> None:
-        end = time.monotonic() + deadline
-        while time.monotonic() < end:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(
-                    f"server exited with {self.proc.returncode} before it was healthy:\n"
-                    + self.log()
-                )
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"server not healthy after {deadline}s:\n{self.log()}")
+        assert self.proc is not None
+        wait_healthy(self.proc, self.url, self.log, deadline)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
         """Send `sig` and wait for the exit code (SIGKILL after `timeout`)."""
