@@ -20,7 +20,7 @@ from store import (
     LaneBusy,
     NewResponse,
     ResponseRecord,
-    SQLiteStore,
+    Store,
     StoreUnavailable,
     StoreVanished,
     TooManyQueued,
@@ -45,7 +45,7 @@ from ._workflow import Workflow
 class Admissions:
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         agent: Agent | Workflow,
         settings: RuntimeSettings,
         runs: Runs,

@@ -9,7 +9,7 @@ import contextlib
 import json
 import time
 
-from store import ResponseRecord, SQLiteStore
+from store import ResponseRecord, Store
 
 from ._emitter import Emitter
 from ._errors import InvalidRequest, NotFound
@@ -23,7 +23,7 @@ from ._status import ResponseStatus
 
 class Control:
     def __init__(
-        self, store: SQLiteStore, settings: RuntimeSettings, runs: Runs, following: Following
+        self, store: Store, settings: RuntimeSettings, runs: Runs, following: Following
     ) -> None:
         self._store = store
         self._settings = settings

@@ -14,7 +14,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from store import EventRow, ResponseRecord, SQLiteStore
+from store import EventRow, ResponseRecord, Store
 
 from ._broker import Broker
 from ._errors import NotFound
@@ -29,9 +29,7 @@ PAGE_CHARS = 64 * 1024  # and fewer when they are large: about this much
 
 
 class Following:
-    def __init__(
-        self, store: SQLiteStore, settings: RuntimeSettings, broker: Broker, runs: Runs
-    ) -> None:
+    def __init__(self, store: Store, settings: RuntimeSettings, broker: Broker, runs: Runs) -> None:
         self._store = store
         self._settings = settings
         self._broker = broker

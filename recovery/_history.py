@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from store import SQLiteStore
+from store import Store
 
 from ._errors import InvalidRequest
 from ._status import ResponseStatus
@@ -147,7 +147,7 @@ def loads_all(texts: Iterable[str]) -> list[Item]:
 
 
 async def load_history(
-    store: SQLiteStore,
+    store: Store,
     *,
     tenant: str,
     previous_response_id: str | None = None,
@@ -186,7 +186,7 @@ async def load_history(
 
 
 async def _stored_history(
-    store: SQLiteStore,
+    store: Store,
     tenant: str,
     previous_response_id: str | None,
     conversation_id: str | None,
@@ -220,7 +220,7 @@ async def _stored_history(
 
 
 async def check_input(
-    store: SQLiteStore,
+    store: Store,
     new_input: list[Item],
     *,
     tenant: str,

@@ -36,7 +36,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from store import Fence, SQLiteStore
+from store import Fence, Store
 
 from ._chores import backoff
 
@@ -56,7 +56,7 @@ class _Probe:
 
 
 class LeaseKeeper:
-    def __init__(self, store: SQLiteStore, lease_ttl: float, *, blocked_after: float) -> None:
+    def __init__(self, store: Store, lease_ttl: float, *, blocked_after: float) -> None:
         self._store = store
         self._ttl = lease_ttl
         self._renew_every = lease_ttl / 3

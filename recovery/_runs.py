@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from store import Fence, ResponseRecord, SQLiteStore, StoreError
+from store import Fence, ResponseRecord, Store, StoreError
 
 from ._agent import Agent
 from ._leases import LeaseKeeper
@@ -39,7 +39,7 @@ class Runs:
     def __init__(
         self,
         *,
-        store: SQLiteStore,
+        store: Store,
         agent: Agent | Workflow,
         model: Model,
         settings: RuntimeSettings,

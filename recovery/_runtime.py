@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
-from store import EventRow, ResponseRecord, SQLiteStore, StoreError
+from store import EventRow, ResponseRecord, Store, StoreError
 
 from ._admission import Admissions
 from ._agent import Agent
@@ -50,7 +50,7 @@ log = logging.getLogger("recovery.runtime")
 class Runtime:
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         agent: Agent | Workflow,
         model: Model,
         settings: RuntimeSettings | None = None,

@@ -9,11 +9,10 @@ client that is waiting, or drops them when that client asked for JSON.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
-from store import EventRow, Fence, SQLiteStore
+from store import EventRow, Fence, Store
 
 from ._json import dumps
 from ._status import TERMINAL_EVENTS
@@ -35,48 +34,34 @@ class Sink(Protocol):
 
 class DurableSink:
     """Events go to the store's group commit. Events emitted while an append waits for the
-    writer join that append, so a fast stream costs one operation per commit, not one per
-    event."""
+    writer join that append (the store's `join`), so a fast stream costs one operation
+    per commit, not one per event."""
 
     durable = True
 
-    def __init__(self, store: SQLiteStore, response_id: str, fence: Fence) -> None:
+    def __init__(self, store: Store, response_id: str, fence: Fence) -> None:
         self._store = store
         self._response_id = response_id
         self._fence = fence
-        self._pending: list[asyncio.Future[None]] = []
-        self._buffer: list[EventRow] = []
-        self._append_waiting = False
+        self._pending: dict[asyncio.Future[None], None] = {}  # in order, each once
         self._failed: BaseException | None = None  # an append failed: the log has a gap
-        # The writer thread takes the buffer while the event loop may be adding to it.
-        self._lock = threading.Lock()
 
     def emit(self, events: Sequence[Event]) -> None:
         if not events or self._failed is not None:
             return
         rows = [encode(e) for e in events]
-        with self._lock:
-            self._buffer.extend(rows)
-            if self._append_waiting:
-                return
-            self._append_waiting = True
-        append = self._store.append_events(self._response_id, self._fence, self._take)
-        append.add_done_callback(self._appended)
-        self._pending.append(append)
+        append = self._store.append_events(self._response_id, self._fence, rows, join=True)
+        if append not in self._pending:
+            append.add_done_callback(self._appended)
+            self._pending[append] = None
 
     def _appended(self, append: asyncio.Future[None]) -> None:
         if not append.cancelled() and append.exception() is not None and self._failed is None:
             self._failed = append.exception()
 
-    def _take(self) -> list[EventRow]:
-        """On the writer thread, as the append runs: everything emitted until now."""
-        with self._lock:
-            self._append_waiting = False
-            rows, self._buffer = self._buffer, []
-        return rows
-
     async def flush(self) -> None:
-        pending, self._pending = self._pending, []
+        pending = list(self._pending)
+        self._pending.clear()
         # Every pending append must be awaited so no failure goes unseen; the first raises.
         results = await asyncio.gather(*pending, return_exceptions=True)
         for result in results:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from store import Fence, LeaseLost, SQLiteStore
+from store import Fence, LeaseLost, Store
 
 from ._errors import TurnStopped
 from ._observer import Observer
@@ -66,7 +66,7 @@ class Turn:
 
     response_id: str
     fence: Fence  # (owner, epoch): every write of the turn is conditional on it (G8)
-    store: SQLiteStore
+    store: Store
     settings: RuntimeSettings
     observer: Observer
     stop: Stop

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 
-from store import SQLiteStore, StoreError
+from store import Store, StoreError
 
 from ._chores import Chore
 from ._runs import Runs
@@ -23,7 +23,7 @@ log = logging.getLogger("recovery.runtime")
 
 
 class Upkeep:
-    def __init__(self, store: SQLiteStore, settings: RuntimeSettings, runs: Runs) -> None:
+    def __init__(self, store: Store, settings: RuntimeSettings, runs: Runs) -> None:
         self._store = store
         self._settings = settings
         self._runs = runs

@@ -3,6 +3,7 @@
 Nothing here knows about HTTP or agents. All SQL of the project lives in this package.
 """
 
+from ._contract import CommitListener, Order, Store
 from ._errors import (
     Conflict,
     IdempotencyMismatch,
@@ -31,6 +32,7 @@ from ._sqlite import SQLiteStore, open_store
 __all__ = [
     "SCHEMA_VERSION",
     "Admission",
+    "CommitListener",
     "Conflict",
     "ConversationRecord",
     "EventRow",
@@ -41,9 +43,11 @@ __all__ = [
     "LaneBusy",
     "LeaseLost",
     "NewResponse",
+    "Order",
     "ResponseRecord",
     "SQLiteStore",
     "StopRequested",
+    "Store",
     "StoreError",
     "StoreOpenError",
     "StoreUnavailable",

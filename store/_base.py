@@ -6,9 +6,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from ._connection import Readers, Tx, Writer
+from ._contract import CommitListener, Order
 from ._errors import Conflict, LeaseLost, translate_sqlite_errors
 from ._health import FileWatch
 from ._records import (
@@ -20,7 +21,6 @@ from ._records import (
     ResponseRecord,
 )
 
-Order = Literal["asc", "desc"]
 T = TypeVar("T")
 _TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'incomplete')"
 
@@ -31,7 +31,6 @@ _RESPONSE_COLUMNS = (
 )
 _JOURNAL_COLUMNS = "call_id, tool, arguments, idempotency_key, state, output, attempts"
 
-CommitListener = Callable[[str, Sequence[EventRow]], None]  # (response id, rows)
 
 # Unfinished, spelled exactly as the partial indexes of migration 4 declare it: SQLite
 # uses those indexes only for a query that repeats the condition (or one OR term of it).

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import sqlite3
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiosqlite
@@ -18,12 +20,12 @@ from ._base import (
     _RESPONSE_COLUMNS,
     _TERMINAL_SQL,
     UNFINISHED,
-    Order,
     _fetchall,
     _fetchone,
     _response,
 )
 from ._connection import Readers, Tx, Writer, connect, open_direct_reader, open_writer
+from ._contract import Order
 from ._conversations import ConversationStore
 from ._errors import (
     IdempotencyMismatch,
@@ -53,6 +55,15 @@ _LIVE_CHAINS = (
 )
 
 
+@dataclass(slots=True)
+class _QueuedAppend:
+    """An append queued for the writer that later appends of the same sink may join."""
+
+    fence: Fence
+    rows: list[EventRow]
+    future: asyncio.Future[None] = field(init=False)
+
+
 class SQLiteStore(ConversationStore, JournalStore):
     """Durable state of responses, events and conversations in one SQLite file (WAL).
 
@@ -60,6 +71,11 @@ class SQLiteStore(ConversationStore, JournalStore):
     connections. `on_events_committed` listeners are given (response id, rows) after
     each commit that added events, so live streams in this process get them at once.
     """
+
+    def __init__(self, path: Path, writer: Writer, readers: Readers, watch: FileWatch) -> None:
+        super().__init__(path, writer, readers, watch)
+        self._appends: dict[str, _QueuedAppend] = {}  # response id -> append open to join
+        self._appends_lock = threading.Lock()
 
     # -- responses: writes ------------------------------------------------------------
 
@@ -392,21 +408,34 @@ class SQLiteStore(ConversationStore, JournalStore):
         self,
         response_id: str,
         fence: Fence,
-        events: Sequence[EventRow] | Callable[[], Sequence[EventRow]],
+        events: Sequence[EventRow],
+        *,
+        join: bool = False,
     ) -> asyncio.Future[None]:
         """Queue events for the next group commit; the future resolves once committed.
-        `events` may be a function called when the commit runs, so that one operation
-        carries every event emitted until then."""
-        taken: Sequence[EventRow] | None = None
+        With `join`, the events join this response's append that is queued and has not
+        started yet, if there is one, and share its outcome: so one writer (a runner's
+        event sink) that emits faster than the disk commits costs one operation per
+        commit, not one per emit. The joining happens here, under the store's own lock,
+        because the writer thread takes the rows while the event loop may add to them."""
+        with self._appends_lock:
+            queued = self._appends.get(response_id) if join else None
+            if queued is not None and queued.fence == fence:
+                queued.rows.extend(events)
+                return queued.future
+            append = _QueuedAppend(fence, list(events))
+            if join:
+                self._appends[response_id] = append
 
         def op(tx: Tx) -> None:
-            nonlocal taken
-            if taken is None:  # once: the writer may run an operation again
-                taken = events() if callable(events) else events
+            with self._appends_lock:  # from now on, nothing joins these rows
+                if self._appends.get(response_id) is append:
+                    del self._appends[response_id]
             last = self._fenced_log_end(tx, response_id, fence)
-            self._insert_events(tx, response_id, taken, last)
+            self._insert_events(tx, response_id, append.rows, last)
 
-        return self._writer.submit(op)
+        append.future = self._writer.submit(op)
+        return append.future
 
     async def save_snapshot(
         self,
