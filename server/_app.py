@@ -27,6 +27,7 @@ from recovery import (
 from . import _conversations_routes, _responses_routes
 from ._access import AccessMiddleware
 from ._auth import AuthMiddleware, Keys
+from ._connection import KeepAliveMiddleware
 from ._context import AppContext, context
 from ._embedded_model import EmbeddedModel
 from ._errors import EXCEPTION_HANDLERS
@@ -154,6 +155,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(KeepAliveMiddleware),
             Middleware(RequestIdMiddleware),
             Middleware(AccessMiddleware, metrics=metrics, access_log=config.access_log),
             Middleware(AuthMiddleware, keys=keys),

@@ -112,7 +112,9 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
         return error_response(APIError(404, message, headers=headers))
     if exc.status_code == 405:
         # Starlette's `Allow` names the methods of the first route of the path only; each
-        # method of a path is a route of its own here, so list them all (RFC 9110).
+        # method of a path is a route of its own here, so list them all (RFC 9110), in
+        # one header in place of Starlette's.
+        headers = {name: value for name, value in headers.items() if name.lower() != "allow"}
         headers["allow"] = ", ".join(sorted(_allowed_methods(request.app.routes, request.scope)))
         message = f"Method {request.method} is not allowed on {request.url.path}."
         return error_response(APIError(405, message, code="method_not_allowed", headers=headers))
