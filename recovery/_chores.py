@@ -12,10 +12,11 @@ restart it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from store import StoreError
 
@@ -36,11 +37,19 @@ class Chore:
     interval: float  # seconds between runs that succeed
     retry_max: float  # the longest pause after failures
     failures: int = 0  # in a row, until one succeeds
+    _woken: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def wake(self) -> None:
+        """Run again now rather than after the pause (another process said there is
+        work); a wake during a run makes the next run start at once."""
+        self._woken.set()
 
     async def forever(self) -> None:
         while True:
+            self._woken.clear()
             pause = await self.once()
-            await asyncio.sleep(pause)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), pause)
 
     async def once(self) -> float:
         """Run once; return the pause before the next run."""

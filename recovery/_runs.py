@@ -249,6 +249,11 @@ class Runs:
             self._start_failed(response_id, exc)
             return False
 
+    def lane_freed(self, lane: str) -> None:
+        """A turn of `lane` ended in another process: the next may start here."""
+        if not self.draining:
+            self._free_lane(lane)
+
     def _free_lane(self, lane: str) -> None:
         """A turn of `lane` ended here: wake the turns waiting for it."""
         freed = self._lane_freed.pop(lane, None)

@@ -78,6 +78,7 @@ class Runtime:
         self._following = Following(store, settings, broker, self._runs)
         self._control = Control(store, settings, self._runs, self._following)
         self._upkeep = Upkeep(store, settings, self._runs)
+        store.on_signal(self._upkeep.on_signal)
         self._failure: BaseException | None = None  # what stopped the runtime for good
         self._stopped = asyncio.Event()  # `running` has ended, however it ended
 

@@ -28,17 +28,30 @@ class Upkeep:
         self._settings = settings
         self._runs = runs
         self.ready = asyncio.Event()  # set when the first recovery scan is done
+        self._scan: Chore | None = None
+        self._heartbeat: Chore | None = None
 
     def chores(self) -> list[Chore]:
         """The scan, the purge and the heartbeat, each to be run `forever`."""
         settings = self._settings
         retry = settings.chore_retry_max
         beat = min(settings.heartbeat_interval, settings.lease_ttl / 4)
-        return [
-            Chore("recovery scan", self._scan_once, settings.scan_interval, retry),
-            Chore("retention purge", self._purge_once, settings.purge_interval, retry),
-            Chore("heartbeat", self._heartbeat_once, beat, retry),
-        ]
+        self._scan = Chore("recovery scan", self._scan_once, settings.scan_interval, retry)
+        self._heartbeat = Chore("heartbeat", self._heartbeat_once, beat, retry)
+        purge = Chore("retention purge", self._purge_once, settings.purge_interval, retry)
+        return [self._scan, purge, self._heartbeat]
+
+    def on_signal(self, kind: str, key: str) -> None:
+        """Another process wrote something this one acts on (a store shared by several
+        hosts says so; nothing depends on it, as the chores also run on their own):
+        `stop` (a cancel or steer for a turn perhaps driven here), `free` (a lease was
+        released: the turn may be taken now), `lane` (a turn of lane `key` ended)."""
+        if kind == "stop" and self._heartbeat is not None:
+            self._heartbeat.wake()
+        elif kind == "free" and self._scan is not None:
+            self._scan.wake()
+        elif kind == "lane":
+            self._runs.lane_freed(key)
 
     # -- the recovery scan (G1) -----------------------------------------------------------
 

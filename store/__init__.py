@@ -3,7 +3,7 @@
 Nothing here knows about HTTP or agents. All SQL of the project lives in this package.
 """
 
-from ._contract import CommitListener, Order, Store
+from ._contract import CommitListener, Order, SignalListener, Store
 from ._errors import (
     Conflict,
     IdempotencyMismatch,
@@ -46,6 +46,7 @@ __all__ = [
     "Order",
     "ResponseRecord",
     "SQLiteStore",
+    "SignalListener",
     "StopRequested",
     "Store",
     "StoreError",

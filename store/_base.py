@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ._connection import Readers, Tx, Writer
-from ._contract import CommitListener, Order
+from ._contract import CommitListener, Order, SignalListener
 from ._errors import Conflict, LeaseLost, translate_sqlite_errors
 from ._health import FileWatch
 from ._records import (
@@ -98,6 +98,9 @@ class StoreBase:
 
     def on_events_committed(self, listener: CommitListener) -> None:
         self._listeners.append(listener)
+
+    def on_signal(self, listener: SignalListener) -> None:
+        """Other processes' signals: SQLite cannot tell, so the runtime's polls hear them."""
 
     def on_commit(self, listener: Callable[[float, int], None]) -> None:
         """Call `listener(seconds, operations)` after every group commit."""

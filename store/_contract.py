@@ -7,6 +7,11 @@ hold whatever the backend:
 
 - Every write that a runner makes is fenced (`Fence`): it commits only while the lease
   it was given is still held, and raises `LeaseLost` otherwise.
+- `on_events_committed` listeners get the rows of every commit that added events, this
+  process's and, where the backend can tell (PostgreSQL's LISTEN/NOTIFY), other
+  processes'. `on_signal` listeners hear other processes' `stop <response id>`,
+  `free <response id>` and `lane <lane>`; a backend that cannot tell never calls them.
+  Neither is needed for correctness: the runtime also polls.
 - Methods are called on the event loop, except `renew_leases`, which any thread may
   call (the lease keeper's, so that a blocked event loop cannot lose a live lease). No
   method hands the caller's code to another thread.
@@ -32,6 +37,7 @@ from ._records import (
 
 Order = Literal["asc", "desc"]
 CommitListener = Callable[[str, Sequence[EventRow]], None]  # (response id, rows)
+SignalListener = Callable[[str, str], None]  # (kind, key): what another process wrote
 
 
 class Store(Protocol):
@@ -173,3 +179,4 @@ class Store(Protocol):
     async def check_writable(self) -> None: ...
     def on_events_committed(self, listener: CommitListener) -> None: ...
     def on_commit(self, listener: Callable[[float, int], None]) -> None: ...
+    def on_signal(self, listener: SignalListener) -> None: ...

@@ -76,6 +76,7 @@ PUBLIC = {
         "Order",
         "ResponseRecord",
         "SQLiteStore",
+        "SignalListener",
         "StopRequested",
         "Store",
         "StoreError",
