@@ -11,6 +11,8 @@ from store import (
     StoreError,
     StoreOpenError,
     open_store,
+    redacted,
+    sqlite_path,
 )
 
 from ._agent import Agent
@@ -91,6 +93,8 @@ __all__ = [
     "normalize_input",
     "normalize_item",
     "open_store",
+    "redacted",
+    "sqlite_path",
     "synthesize_events",
     "text_of",
     "tool",

@@ -25,7 +25,7 @@ from hypercorn.config import Config
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
-from recovery import Agent, StoreOpenError, Workflow, open_store
+from recovery import Agent, StoreOpenError, Workflow, open_store, redacted, sqlite_path
 
 from ._app import create_app, default_model, load_keys
 from ._flags import parse_settings
@@ -80,7 +80,9 @@ def _search_first(folders: list[str]) -> None:
 
 
 async def check_store(settings: Settings) -> None:
-    check_writable(settings.db)
+    path = sqlite_path(settings.db)
+    if path is not None:
+        check_writable(path)
     try:
         async with open_store(settings.db):
             pass
@@ -189,7 +191,7 @@ async def run(settings: Settings) -> None:
         "durable-responses listening on http://%s:%d (store: %s, model: %s, agent: %s)",
         settings.host,
         settings.port,
-        settings.db,
+        redacted(settings.db),
         model,
         settings.agent or "built-in",
     )

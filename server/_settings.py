@@ -29,7 +29,12 @@ class Settings(BaseSettings):
         description="port of a second listener, on the same address, that serves /metrics"
         " without an API key; unset: no metrics",
     )
-    db: Path = Field(Path("data/responses.db"), description="SQLite file of the store")
+    db: str = Field(
+        "data/responses.db",
+        min_length=1,
+        description="the store: a SQLite file (a path, or sqlite:///path), or a PostgreSQL"
+        " URL (postgresql://user:password@host:port/database) for several processes or hosts",
+    )
     agent: str | None = Field(
         None,
         description="custom agent or workflow handler to host, as module:attribute",

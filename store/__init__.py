@@ -1,4 +1,5 @@
-"""Persistence for durable-responses: one SQLite file, schema migrations, group commit.
+"""Persistence for durable-responses: SQLite (one file, group commit; the default) or
+PostgreSQL (many processes on many hosts), behind one `Store` protocol.
 
 Nothing here knows about HTTP or agents. All SQL of the project lives in this package.
 """
@@ -16,6 +17,7 @@ from ._errors import (
     StoreVanished,
     TooManyQueued,
 )
+from ._open import is_postgres, open_store, redacted, sqlite_path
 from ._records import (
     Admission,
     ConversationRecord,
@@ -27,7 +29,7 @@ from ._records import (
     ResponseRecord,
 )
 from ._schema import SCHEMA_VERSION
-from ._sqlite import SQLiteStore, open_store
+from ._sqlite import SQLiteStore, open_sqlite_store
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -54,5 +56,9 @@ __all__ = [
     "StoreUnavailable",
     "StoreVanished",
     "TooManyQueued",
+    "is_postgres",
+    "open_sqlite_store",
     "open_store",
+    "redacted",
+    "sqlite_path",
 ]

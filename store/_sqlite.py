@@ -6,15 +6,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import sqlite3
-import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiosqlite
 
+from ._appends import JoinableAppends, QueuedAppend
 from ._base import (
     _LANE_HEAD,
     _RESPONSE_COLUMNS,
@@ -42,7 +41,7 @@ from ._journal import JournalStore
 from ._records import Admission, EventRow, Fence, ItemRow, NewResponse, ResponseRecord
 from ._schema import MIGRATIONS
 
-__all__ = ["SQLiteStore", "open_store"]
+__all__ = ["SQLiteStore", "open_sqlite_store"]
 
 # The responses that the previous_response_id chains of unfinished responses reach (their
 # shared parts walked once). The first term repeats UNFINISHED for the partial indexes.
@@ -55,15 +54,6 @@ _LIVE_CHAINS = (
 )
 
 
-@dataclass(slots=True)
-class _QueuedAppend:
-    """An append queued for the writer that later appends of the same sink may join."""
-
-    fence: Fence
-    rows: list[EventRow]
-    future: asyncio.Future[None] = field(init=False)
-
-
 class SQLiteStore(ConversationStore, JournalStore):
     """Durable state of responses, events and conversations in one SQLite file (WAL).
 
@@ -74,8 +64,7 @@ class SQLiteStore(ConversationStore, JournalStore):
 
     def __init__(self, path: Path, writer: Writer, readers: Readers, watch: FileWatch) -> None:
         super().__init__(path, writer, readers, watch)
-        self._appends: dict[str, _QueuedAppend] = {}  # response id -> append open to join
-        self._appends_lock = threading.Lock()
+        self._appends = JoinableAppends()
 
     # -- responses: writes ------------------------------------------------------------
 
@@ -414,28 +403,17 @@ class SQLiteStore(ConversationStore, JournalStore):
     ) -> asyncio.Future[None]:
         """Queue events for the next group commit; the future resolves once committed.
         With `join`, the events join this response's append that is queued and has not
-        started yet, if there is one, and share its outcome: so one writer (a runner's
-        event sink) that emits faster than the disk commits costs one operation per
-        commit, not one per emit. The joining happens here, under the store's own lock,
-        because the writer thread takes the rows while the event loop may add to them."""
-        with self._appends_lock:
-            queued = self._appends.get(response_id) if join else None
-            if queued is not None and queued.fence == fence:
-                queued.rows.extend(events)
-                return queued.future
-            append = _QueuedAppend(fence, list(events))
-            if join:
-                self._appends[response_id] = append
+        started yet, if there is one, and share its outcome (store/_appends.py)."""
 
-        def op(tx: Tx) -> None:
-            with self._appends_lock:  # from now on, nothing joins these rows
-                if self._appends.get(response_id) is append:
-                    del self._appends[response_id]
-            last = self._fenced_log_end(tx, response_id, fence)
-            self._insert_events(tx, response_id, append.rows, last)
+        def submit(append: QueuedAppend) -> asyncio.Future[None]:
+            def op(tx: Tx) -> None:
+                rows = self._appends.take(response_id, append)
+                last = self._fenced_log_end(tx, response_id, fence)
+                self._insert_events(tx, response_id, rows, last)
 
-        append.future = self._writer.submit(op)
-        return append.future
+            return self._writer.submit(op)
+
+        return self._appends.append(response_id, fence, events, join, submit)
 
     async def save_snapshot(
         self,
@@ -663,7 +641,7 @@ PROBE_AFTER = 5.0  # seconds without a commit after which readiness writes to fi
 
 
 @asynccontextmanager
-async def open_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
+async def open_sqlite_store(path: str | Path) -> AsyncIterator[SQLiteStore]:
     """Open (creating and migrating as needed) the store at `path` for the duration of
     the block. Raises StoreOpenError with a clear message if the file cannot be used."""
     db_path = Path(path)

@@ -58,6 +58,8 @@ PUBLIC = {
         "StoreError",
         "StoreOpenError",
         "open_store",
+        "redacted",
+        "sqlite_path",
     ],
     store: [
         "SCHEMA_VERSION",
@@ -84,7 +86,11 @@ PUBLIC = {
         "StoreUnavailable",
         "StoreVanished",
         "TooManyQueued",
+        "is_postgres",
+        "open_sqlite_store",
         "open_store",
+        "redacted",
+        "sqlite_path",
     ],
 }
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from .._appends import JoinableAppends
 from .._errors import Conflict, LeaseLost, StopRequested
 from .._records import EventRow, Fence, ItemRow
 from ._database import Database, Operation, Tx
@@ -93,6 +94,7 @@ class PostgresBase:
         self._instance = instance  # names this store's notifications
         self._listeners: list[CommitListener] = []
         self._signal_listeners: list[SignalListener] = []
+        self._appends = JoinableAppends()
         self._listener: Listener | None = None  # set by open_postgres_store
         # The host's clock is read in one place only, to turn `purge(before)` into an
         # age (every absolute time is the database's). Tests offset it.

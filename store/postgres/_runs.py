@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from .._appends import QueuedAppend
 from .._errors import Conflict, LeaseLost
 from .._records import EventRow, Fence, ItemRow, ResponseRecord
 from ._base import follows, insert_events, notify_events, notify_signal
@@ -183,20 +184,23 @@ class RunStore(LaneStore):
         self,
         response_id: str,
         fence: Fence,
-        events: Sequence[EventRow] | Callable[[], Sequence[EventRow]],
+        events: Sequence[EventRow],
+        *,
+        join: bool = False,
     ) -> asyncio.Future[None]:
         """Queue events behind the response's earlier writes; the future resolves once
-        they are committed. `events` may be a function, called once, on the event loop,
-        when the write runs, so that one write carries every event emitted until then."""
-        taken: Sequence[EventRow] | None = None
+        they are committed. With `join`, the events join this response's append that is
+        queued and has not started yet, if there is one, and share its outcome
+        (store/_appends.py)."""
 
-        async def op(tx: Tx) -> None:
-            nonlocal taken
-            if taken is None:  # once: a write may run again after a serialization failure
-                taken = events() if callable(events) else events
-            await self._append_fenced(tx, response_id, fence, taken)
+        def submit(append: QueuedAppend) -> asyncio.Future[None]:
+            async def op(tx: Tx) -> None:
+                rows = self._appends.take(response_id, append)
+                await self._append_fenced(tx, response_id, fence, rows)
 
-        return self._db.submit("append events", op, after=(response_id,), atomic=False)
+            return self._db.submit("append events", op, after=(response_id,), atomic=False)
+
+        return self._appends.append(response_id, fence, events, join, submit)
 
     async def save_snapshot(
         self,
