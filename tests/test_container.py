@@ -235,3 +235,17 @@ def test_compose_runs_an_agent_from_the_mounted_folder(tmp_path: Path) -> None:
     (tmp_path / "agents" / "my_agent.py").write_text(MY_AGENT)  # the ./agents bind mount
 
     assert serve_one_answer(env, tmp_path) == "my agent says hi"
+
+
+def test_the_cluster_profile_balances_every_replica_on_one_postgresql() -> None:
+    services = COMPOSE["services"]
+    replicas = sorted(n for n, s in services.items() if n.startswith("replica-"))
+    assert len(replicas) >= 2
+    assert all(services[n]["profiles"] == ["cluster"] for n in [*replicas, "postgres", "lb"])
+    assert all("postgres" in services[n]["depends_on"] for n in replicas)
+    haproxy = (REPO / "deploy" / "haproxy.cfg").read_text()
+    balanced = re.findall(r"^\s*server (\S+) (\S+):8000 check", haproxy, re.MULTILINE)
+    assert sorted(host for _, host in balanced) == replicas
+    assert "uri /readyz" in haproxy  # a replica whose store is unreachable gets no requests
+    mount = "./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro"
+    assert mount in services["lb"]["volumes"]
