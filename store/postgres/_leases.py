@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -91,7 +92,7 @@ class LeaseConnection:
 
     async def _connection(self) -> Conn:
         if self._conn is None or self._conn.is_closed():
-            self._conn = await asyncio.wait_for(self._connect(), TIMEOUT)
+            self._conn = await self._connect()  # bounded by its own connect timeout
         return self._conn
 
     async def _drop(self) -> None:
@@ -113,7 +114,8 @@ class LeaseConnection:
                     self._conn.terminate()
                 self._conn = None
 
-        asyncio.run_coroutine_threadsafe(close(), self._loop).result()
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()

@@ -23,6 +23,7 @@ lost, so correctness never depends on them: followers and scans keep polling, sl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
@@ -93,16 +94,19 @@ class Listener:
                 wait = min(wait * 2, BACKOFF[1])
 
     async def _listen_once(self) -> None:
-        conn = await asyncio.wait_for(self._connect(), TIMEOUT)
-        lost = asyncio.Event()
-        conn.add_termination_listener(lambda _: lost.set())
+        # asyncio.timeout, not wait_for: on 3.11, wait_for can swallow a cancel that
+        # arrives as its awaitable finishes, and the store's close would wait forever.
+        conn = await _connect_whole(self._connect)
         try:
+            lost = asyncio.Event()
+            conn.add_termination_listener(lambda _: lost.set())
             await conn.add_listener(EVENTS, self._on_events)
             await conn.add_listener(SIGNALS, self._on_signal)
             self.listening = True
             while not lost.is_set():
                 try:
-                    await asyncio.wait_for(lost.wait(), CHECK_EVERY)
+                    async with asyncio.timeout(CHECK_EVERY):
+                        await lost.wait()
                 except TimeoutError:
                     await conn.execute("SELECT 1", timeout=TIMEOUT)  # raises if it is gone
             log.warning("store: the LISTEN connection was closed; connecting again")
@@ -150,3 +154,16 @@ class Listener:
                         self._deliver(response_id, rows)
                     except Exception:  # a listener's bug must not stop the deliveries
                         log.exception("store: an events listener failed")
+
+
+async def _connect_whole(connect: Callable[[], Awaitable[Conn]]) -> Conn:
+    """Connect (bounded by the connection's own timeout). A cancel that arrives meanwhile
+    waits for the attempt to end, closes what it opened, and then goes on: asyncpg leaves
+    an error nobody retrieves behind a connect cancelled midway."""
+    attempt = asyncio.ensure_future(connect())  # awaited on every path below
+    try:
+        return await asyncio.shield(attempt)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            (await attempt).terminate()
+        raise

@@ -117,7 +117,8 @@ async def _connect(url: str) -> asyncpg.Connection[asyncpg.Record]:
 
 async def _close_pool(pool: Pool) -> None:
     try:
-        await asyncio.wait_for(pool.close(), CLOSE_TIMEOUT)
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await pool.close()
     except (TimeoutError, StoreError, asyncpg.PostgresError, OSError):
         log.warning("store: the PostgreSQL pool did not close in time; terminating it")
         with contextlib.suppress(Exception):

@@ -110,6 +110,17 @@ async def test_hosts_starting_together_migrate_once(postgres_url: str) -> None:
     assert versions == list(range(1, SCHEMA_VERSION + 1))
 
 
+async def test_a_store_closed_while_its_listener_connects_closes(postgres_url: str) -> None:
+    """Regression: on Python 3.11, asyncio.wait_for can swallow a cancel that arrives as
+    its awaitable finishes. The listener connected inside wait_for, missed the cancel of
+    the store's close, and listened on: the close waited forever (within the first ten
+    quick open-and-close cycles, in three runs of three). It now uses asyncio.timeout,
+    and lets a connect finish (and closes it) before it honours a cancel."""
+    for n in range(30):
+        async with asyncio.timeout(20), open_postgres_store(postgres_url, pool_size=1):
+            await asyncio.sleep(0.001 * (n % 20))
+
+
 # -- other processes' commits -------------------------------------------------------------
 
 
