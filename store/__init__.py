@@ -28,8 +28,7 @@ from ._records import (
     NewResponse,
     ResponseRecord,
 )
-from ._schema import SCHEMA_VERSION
-from ._sqlite import SQLiteStore, open_sqlite_store
+from .sqlite import SCHEMA_VERSION, SQLiteStore, open_sqlite_store
 
 __all__ = [
     "SCHEMA_VERSION",

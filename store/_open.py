@@ -10,8 +10,8 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from ._contract import Store
-from ._sqlite import open_sqlite_store
 from .postgres import open_postgres_store
+from .sqlite import open_sqlite_store
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _SQLITE_SCHEME = "sqlite://"

@@ -1,4 +1,4 @@
-"""The PostgreSQL store: the same operations as the SQLite store (store/_sqlite.py), for
+"""The PostgreSQL store: the same operations as the SQLite store (store/sqlite/_store.py), for
 any number of server processes on any number of hosts sharing one database.
 
     open_postgres_store(url)   an async context manager giving a PostgresStore

@@ -1,7 +1,7 @@
 """PostgreSQL connections for the event loop: a pool, transactions retried on
 serialization failures and deadlocks, and writes that outlive their caller's cancel.
 
-Deliberate divergence from SQLite's writer (store/_connection.py): there is no group
+Deliberate divergence from SQLite's writer (store/sqlite/_connection.py): there is no group
 commit. PostgreSQL takes concurrent transactions from many connections, so each write is
 its own transaction on a pooled connection, and hot writes are single statements that
 need no BEGIN and COMMIT (`atomic=False`). Two things SQLite's single writer gave for

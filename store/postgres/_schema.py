@@ -1,6 +1,6 @@
 """The PostgreSQL schema, as append-only numbered migrations.
 
-It holds what store/_schema.py holds for SQLite, in PostgreSQL's types, with four
+It holds what store/sqlite/_schema.py holds for SQLite, in PostgreSQL's types, with four
 differences that the many-hosts rules need:
 
 - `responses.ord` (bigserial) orders a lane first in, first out, as SQLite's rowid does.

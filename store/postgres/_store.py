@@ -1,5 +1,5 @@
 """The PostgreSQL store: what `open_postgres_store` gives. Its public methods, their
-signatures and their meaning are SQLite's (store/_sqlite.py); this module adds the reads,
+signatures and their meaning are SQLite's (store/sqlite/_store.py); this module adds the reads,
 health checks and retention, and the classes it derives from hold the rest."""
 
 from __future__ import annotations

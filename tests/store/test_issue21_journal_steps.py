@@ -11,8 +11,8 @@ import sqlite3
 from pathlib import Path
 
 from store import Admission, Fence, SQLiteStore, open_store
-from store._connection import migrate
-from store._schema import MIGRATIONS
+from store.sqlite._connection import migrate
+from store.sqlite._schema import MIGRATIONS
 from tests.store.test_sqlite import new_response
 
 FENCE = Fence("me", 1)

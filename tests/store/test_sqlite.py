@@ -24,8 +24,8 @@ from store import (
     StoreOpenError,
     open_store,
 )
-from store._connection import migrate
-from store._schema import MIGRATIONS
+from store.sqlite._connection import migrate
+from store.sqlite._schema import MIGRATIONS
 
 
 def new_response(response_id: str, *, owner: str | None = None) -> NewResponse:

@@ -103,7 +103,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 4: indexes over unfinished responses only, so that lease renewals, the recovery
     # scan, admission and lane checks cost what is running, not what is stored. SQLite
-    # uses a partial index only where the query repeats its condition (store/_base.py,
+    # uses a partial index only where the query repeats its condition (store/sqlite/_base.py,
     # UNFINISHED) or one of its OR terms.
     """
     DROP INDEX IF EXISTS responses_active;
@@ -117,7 +117,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 5: the retention purge reads only finished responses old enough to go, and the
     # idempotency keys of exactly those, instead of scanning both tables every hour.
-    # The condition is spelled as store/_base.py _TERMINAL_SQL, which SQLite must match.
+    # The condition is spelled as store/sqlite/_base.py _TERMINAL_SQL, which SQLite must match.
     """
     CREATE INDEX responses_finished ON responses (updated_at)
         WHERE status IN ('completed', 'failed', 'cancelled', 'incomplete');
@@ -156,7 +156,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE journal_by_step RENAME TO journal;
     """,
     # 7: one row that a readiness check rewrites to learn whether the database can be
-    # written (a full disk) when no other write has said so lately (store/_health.py).
+    # written (a full disk) when no other write has said so lately (store/sqlite/_health.py).
     """
     CREATE TABLE write_probe (
         id INTEGER PRIMARY KEY CHECK (id = 1),

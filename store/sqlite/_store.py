@@ -13,7 +13,18 @@ from pathlib import Path
 
 import aiosqlite
 
-from ._appends import JoinableAppends, QueuedAppend
+from .._appends import JoinableAppends, QueuedAppend
+from .._contract import Order
+from .._errors import (
+    IdempotencyMismatch,
+    LaneBusy,
+    LeaseLost,
+    StopRequested,
+    StoreError,
+    StoreOpenError,
+    TooManyQueued,
+)
+from .._records import Admission, EventRow, Fence, ItemRow, NewResponse, ResponseRecord
 from ._base import (
     _LANE_HEAD,
     _RESPONSE_COLUMNS,
@@ -24,21 +35,10 @@ from ._base import (
     _response,
 )
 from ._connection import Readers, Tx, Writer, connect, open_direct_reader, open_writer
-from ._contract import Order
 from ._conversations import ConversationStore
-from ._errors import (
-    IdempotencyMismatch,
-    LaneBusy,
-    LeaseLost,
-    StopRequested,
-    StoreError,
-    StoreOpenError,
-    TooManyQueued,
-    translate_sqlite_errors,
-)
+from ._errors import translate_sqlite_errors
 from ._health import FileWatch
 from ._journal import JournalStore
-from ._records import Admission, EventRow, Fence, ItemRow, NewResponse, ResponseRecord
 from ._schema import MIGRATIONS
 
 __all__ = ["SQLiteStore", "open_sqlite_store"]
@@ -558,7 +558,7 @@ class SQLiteStore(ConversationStore, JournalStore):
         with translate_sqlite_errors("ping"):
             await self._readers.fetchone("SELECT 1")
 
-    # -- health (store/_health.py) ----------------------------------------------------
+    # -- health (store/sqlite/_health.py) ----------------------------------------------------
 
     def check_file(self) -> None:
         """Raise StoreVanished if the database file was deleted or replaced since the

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from .._errors import Conflict
+from .._records import EventRow, Fence, JournalEntry
 from ._base import _JOURNAL_COLUMNS, StoreBase, _entry
 from ._connection import Tx
-from ._errors import Conflict
-from ._records import EventRow, Fence, JournalEntry
 
 
 class JournalStore(StoreBase):

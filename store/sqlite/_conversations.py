@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .._contract import Order
+from .._records import ConversationRecord, ItemRow
 from ._base import StoreBase, _conversation, _fetchone
 from ._connection import Tx
-from ._contract import Order
-from ._records import ConversationRecord, ItemRow
 
 _TOOL_ITEM = "json_extract(item, '$.type') IN ('function_call', 'function_call_output')"
 _CALL_ID = "json_extract(item, '$.call_id')"

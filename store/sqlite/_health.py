@@ -16,7 +16,7 @@ import os
 import threading
 from pathlib import Path
 
-from ._errors import StoreVanished
+from .._errors import StoreVanished
 
 log = logging.getLogger("store")
 

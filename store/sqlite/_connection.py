@@ -16,7 +16,7 @@ its future itself, so a blocked event loop delays neither its commit nor its ans
 lease renewal thread relies on that.
 
 The writer remembers how its last transaction went (`unavailable`, `committed_at`): a
-failing disk shows there first, and readiness reads it (store/_health.py).
+failing disk shows there first, and readiness reads it (store/sqlite/_health.py).
 """
 
 from __future__ import annotations
@@ -39,13 +39,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from ._errors import (
-    StoreError,
-    StoreOpenError,
-    StoreUnavailable,
-    from_sqlite,
-    translate_sqlite_errors,
-)
+from .._errors import StoreError, StoreOpenError, StoreUnavailable
+from ._errors import from_sqlite, translate_sqlite_errors
 
 log = logging.getLogger("store")
 

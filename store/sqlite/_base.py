@@ -8,11 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._connection import Readers, Tx, Writer
-from ._contract import CommitListener, Order, SignalListener
-from ._errors import Conflict, LeaseLost, translate_sqlite_errors
-from ._health import FileWatch
-from ._records import (
+from .._contract import CommitListener, Order, SignalListener
+from .._errors import Conflict, LeaseLost
+from .._records import (
     ConversationRecord,
     EventRow,
     Fence,
@@ -20,6 +18,9 @@ from ._records import (
     JournalEntry,
     ResponseRecord,
 )
+from ._connection import Readers, Tx, Writer
+from ._errors import translate_sqlite_errors
+from ._health import FileWatch
 
 T = TypeVar("T")
 _TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'incomplete')"
