@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from .._appends import JoinableAppends
 from .._errors import Conflict, LeaseLost, StopRequested
 from .._records import EventRow, Fence, ItemRow
+from ._batches import AppendBatches
 from ._database import Database, Operation, Tx
 from ._leases import LeaseConnection
-from ._listen import EVENTS, SIGNALS, Listener, events_payload, signal_payload
+from ._listen import EVENTS, SIGNALS, Listener, events_payload, events_prefix, signal_payload
 from ._sql import UNFINISHED, columns
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ class PostgresBase:
         self._listeners: list[CommitListener] = []
         self._signal_listeners: list[SignalListener] = []
         self._appends = JoinableAppends()
+        self._batches = AppendBatches(db, events_prefix(instance), self._deliver)
         self._listener: Listener | None = None  # set by open_postgres_store
         # The host's clock is read in one place only, to turn `purge(before)` into an
         # age (every absolute time is the database's). Tests offset it.

@@ -22,6 +22,7 @@ readiness, as SQLite's writer does.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from ._sql import Conn, Pool
 
 T = TypeVar("T")
+log = logging.getLogger("store")
 
 RETRIES = 6  # attempts of a transaction that failed to serialize or deadlocked
 ACQUIRE_TIMEOUT = 10.0  # seconds to wait for a pooled connection
@@ -81,6 +83,19 @@ class Database:
     ) -> asyncio.Future[T]:
         """Run `op` in a transaction of its own (or, not `atomic`, as one statement);
         the future resolves after it commits. See the module docstring for `after`."""
+        return self.chain(what, lambda: self.commit(what, op, atomic=atomic), after=after)
+
+    async def write(
+        self, what: str, op: Operation[T], *, after: Sequence[str] = (), atomic: bool = True
+    ) -> T:
+        # shield: cancelling the caller must not cancel the write (module docstring).
+        return await asyncio.shield(self.submit(what, op, after=after, atomic=atomic))
+
+    def chain(
+        self, what: str, run: Callable[[], Awaitable[T]], *, after: Sequence[str] = ()
+    ) -> asyncio.Future[T]:
+        """Run `run()` as a task of the store's once every write submitted before it
+        for the responses `after` names has ended; the future gives its outcome."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
         if self._closed:
@@ -92,43 +107,42 @@ class Database:
             done = loop.create_future()
             for key in after:
                 self._tails[key] = done
-        self._tg.create_task(self._settle(what, op, fut, waits, done, after, atomic))
+        self._tg.create_task(self._settle(what, run, fut, waits, done, after))
         return fut
 
-    async def write(
-        self, what: str, op: Operation[T], *, after: Sequence[str] = (), atomic: bool = True
-    ) -> T:
-        # shield: cancelling the caller must not cancel the write (module docstring).
-        return await asyncio.shield(self.submit(what, op, after=after, atomic=atomic))
+    async def commit(self, what: str, op: Operation[T], *, atomic: bool, writes: int = 1) -> T:
+        """Run `op` until it commits, then tell the commit listeners and run its hooks."""
+        tx, value, elapsed = await self._run(what, op, atomic)
+        try:
+            for listener in self.commit_listeners:
+                listener(elapsed, writes)
+            tx.run_hooks()
+        except Exception:  # committed: the caller learns it, whatever a listener does
+            log.exception("store: a commit listener failed")
+        return value
 
     async def _settle(
         self,
         what: str,
-        op: Operation[T],
+        run: Callable[[], Awaitable[T]],
         fut: asyncio.Future[T],
         waits: list[asyncio.Future[None]],
         done: asyncio.Future[None] | None,
         keys: Sequence[str],
-        atomic: bool,
     ) -> None:
         """The task of one write: it never raises into the task group but into `fut`."""
         try:
             if waits:
                 await asyncio.wait(waits)
-            tx, value, elapsed = await self._run(what, op, atomic)
+            value = await run()
         except asyncio.CancelledError:
             _fail(fut, StoreError(f"{what}: the store closed before the write ended"))
             raise
         except Exception as exc:  # ours, translated by `_run`, or the operation's own
             _fail(fut, exc)
         else:
-            try:
-                for listener in self.commit_listeners:
-                    listener(elapsed, 1)
-                tx.run_hooks()
-            finally:  # committed: the caller learns it, whatever a listener does
-                if not fut.done():
-                    fut.set_result(value)
+            if not fut.done():  # a caller may have given up on it
+                fut.set_result(value)
         finally:
             if done is not None:
                 done.set_result(None)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import Conflict, IdempotencyMismatch, LaneBusy, TooManyQueued
 from .._records import Admission, EventRow, ItemRow, NewResponse, ResponseRecord
-from ._base import PostgresBase, insert_events, notify_events, notify_signal
+from ._base import PostgresBase, insert_events, notify_signal
 from ._database import Tx
 from ._sql import (
     EXPIRES,
@@ -54,7 +54,9 @@ _INSERT = (
     f" {insert_events('r', 1, 17)},"
     " keys AS (INSERT INTO idempotency_keys (tenant, key, request_hash, response_id)"
     " SELECT $2, $20, $21, $1 WHERE $20::text IS NOT NULL)"
-    f" SELECT r.*, {notify_events(22)} FROM r"
+    # No NOTIFY: nobody elsewhere can follow a response before its create has committed
+    # (its id is not known), and a notifying commit holds PostgreSQL's notification lock.
+    " SELECT r.* FROM r"
 )
 
 _CLAIM = (
@@ -212,7 +214,6 @@ class LaneStore(PostgresBase):
             *columns(events, "seq", "type", "data"),
             rules.idempotency_key,
             rules.request_hash,
-            self._events_payload(new.id, events),
         ]
         row = await tx.conn.fetchrow(_INSERT, *args)
         assert row is not None

@@ -4,7 +4,7 @@ Every write that appends events sends `pg_notify` inside its own transaction, so
 notification is delivered exactly when, and only if, the events are committed. Its
 payload names the writer (the store instance), the response and the range of sequence
 numbers; a process reads the rows of a range another process wrote and gives them to its
-`on_events_committed` listeners, as it gives its own commits' rows (store/_base.py).
+`on_events_committed` listeners, as it gives its own commits' rows (store/postgres/_base.py).
 The payload never carries the events themselves: NOTIFY payloads are limited to 8000
 bytes.
 
@@ -47,7 +47,12 @@ DeliverSignal = Callable[[str, str], None]  # (kind, key)
 
 
 def events_payload(instance: str, response_id: str, events: Sequence[EventRow]) -> str:
-    return f"{instance} {response_id} {events[0].seq} {events[-1].seq}"
+    return f"{events_prefix(instance)}{response_id} {events[0].seq} {events[-1].seq}"
+
+
+def events_prefix(instance: str) -> str:
+    """The payload's start: SQL appends `<response id> <first> <last>`."""
+    return f"{instance} "
 
 
 def signal_payload(instance: str, kind: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from .._appends import QueuedAppend
@@ -191,14 +191,17 @@ class RunStore(LaneStore):
         """Queue events behind the response's earlier writes; the future resolves once
         they are committed. With `join`, the events join this response's append that is
         queued and has not started yet, if there is one, and share its outcome
-        (store/_appends.py)."""
+        (store/_appends.py). Appends of many responses share commits
+        (store/postgres/_batches.py)."""
 
         def submit(append: QueuedAppend) -> asyncio.Future[None]:
-            async def op(tx: Tx) -> None:
-                rows = self._appends.take(response_id, append)
-                await self._append_fenced(tx, response_id, fence, rows)
+            def take() -> list[EventRow]:
+                return self._appends.take(response_id, append)
 
-            return self._db.submit("append events", op, after=(response_id,), atomic=False)
+            def run() -> Awaitable[None]:
+                return self._batches.append(response_id, fence, take)
+
+            return self._db.chain("append events", run, after=(response_id,))
 
         return self._appends.append(response_id, fence, events, join, submit)
 

@@ -335,6 +335,35 @@ async def test_a_write_whose_caller_was_cancelled_still_commits(postgres_url: st
         assert await again.get_response("resp_a", "") is not None
 
 
+async def test_appends_of_many_responses_share_commits_and_fail_alone(
+    postgres_url: str,
+) -> None:
+    """Appends are committed in batches (store/postgres/_batches.py); an append that a
+    fence or the log refuses fails alone, and its neighbours in the batch commit."""
+    async with open_postgres_store(postgres_url) as store:
+        writes: list[int] = []
+        store.on_commit(lambda seconds, n: writes.append(n))
+        fences = {f"resp_{n:02}": await claimed(store, f"resp_{n:02}") for n in range(30)}
+        for rid, fence in fences.items():
+            await store.append_events(rid, fence, rows(0))
+        writes.clear()
+
+        def append(n: int, rid: str) -> asyncio.Future[None]:
+            if n % 3 == 1:
+                return store.append_events(rid, Fence("me", fences[rid].epoch + 1), rows(1))
+            return store.append_events(rid, fences[rid], rows(2 if n % 3 == 2 else 1))
+
+        results = await asyncio.gather(
+            *(append(n, rid) for n, rid in enumerate(fences)), return_exceptions=True
+        )
+
+        assert [type(r).__name__ for r in results] == ["NoneType", "LeaseLost", "Conflict"] * 10
+        for n, rid in enumerate(fences):
+            logged = [e.seq for e in await store.read_events(rid, -1)]
+            assert logged == ([0, 1] if n % 3 == 0 else [0])
+        assert max(writes) > 1 and sum(writes) == 30
+
+
 # -- the rules SQLite kept by having one writer (issue 15), raced ----------------------------
 
 
