@@ -9,6 +9,7 @@ Layout (one concept per module):
     _schema.py         numbered migrations, the version table, refusing a newer schema
     _database.py       the pool, transactions retried on serialization failures,
                        per-response write order, writes that outlive a cancelled caller
+    _batches.py        group commit of event appends across responses
     _errors.py         asyncpg errors translated into the store's, in one place
     _sql.py            column lists, row mappers, shared SQL fragments, lock key spaces
     _base.py           listeners, fenced appends, conversation item appends, paging
