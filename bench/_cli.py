@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import _postgres as pg
 from . import _workloads as w
 from ._procs import REPO
 from ._report import Row, table, write_json
@@ -31,9 +32,17 @@ WORKLOADS = (
     "scale",
     "slow-readers",
     "ceiling",
+    "follow",
+    "scale-out",
 )
 # They kill, measure or fill the server.
-NEEDS_OWN_SERVER = {"recovery", "memory", "scale", "slow-readers"}
+NEEDS_OWN_SERVER = {"recovery", "memory", "scale", "slow-readers", "follow", "scale-out"}
+# They read or grow the SQLite file itself.
+SQLITE_ONLY = {"scale", "slow-readers"}
+# Two server processes on one database.
+POSTGRES_ONLY = {"follow", "scale-out"}
+# What --store both compares (the rest runs with --store sqlite or postgres).
+BOTH = {"poll", "create", "stream", "durability", "background", "recovery", *POSTGRES_ONLY}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -56,7 +65,24 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         metavar="WORKLOAD",
         help=f"run only these workloads ({', '.join(WORKLOADS)})",
     )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres", "both"),
+        default="sqlite",
+        help="the servers' store: SQLite files, databases of a throwaway PostgreSQL the bench "
+        "starts (fsync on), or both in alternating rounds with their ratios (bench/README.md)",
+    )
+    parser.add_argument(
+        "--pg-synchronous-commit",
+        choices=("on", "off"),
+        default="on",
+        help="PostgreSQL's synchronous_commit for the bench's databases: on (the default: a "
+        "commit waits for its WAL flush) or off (like SQLite's synchronous=NORMAL, a commit "
+        "survives the server process's crash but not the machine's)",
+    )
     args = parser.parse_args(argv)
+    if args.base_url and args.store != "sqlite":
+        parser.error("--base-url measures that server: leave --store at sqlite")
     if args.runs is not None and not 1 <= args.runs <= 50:
         parser.error("--runs must be between 1 and 50")
     return args
@@ -81,6 +107,8 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
         "runs": size.runs,
         "heavy_runs": size.heavy_runs,
         "base_url": args.base_url,
+        "store": args.store,
+        "pg_synchronous_commit": args.pg_synchronous_commit if args.store != "sqlite" else None,
         "commit": commit.strip(),
         "cpus": os.cpu_count(),
         "machine": f"{platform.machine()} {platform.system()} {platform.release()}",
@@ -88,36 +116,73 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _chosen(args: argparse.Namespace) -> set[str]:
+    """The workloads to run, less those this store or --base-url cannot run (said so)."""
+    excluded = {
+        "sqlite": POSTGRES_ONLY,
+        "postgres": SQLITE_ONLY,
+        "both": set(WORKLOADS) - BOTH,
+    }[args.store]
+    if args.base_url:
+        excluded = excluded | NEEDS_OWN_SERVER
+    if args.only:
+        chosen = set(args.only)
+        skipped = chosen & excluded
+        if skipped:
+            print(f"skipping {', '.join(sorted(skipped))}: not run with this --store/--base-url")
+    else:
+        chosen = set(WORKLOADS)
+    return chosen - excluded
+
+
+def _steps(
+    bench: w.Bench, store: str, chosen: set[str]
+) -> list[tuple[set[str], str, Callable[[], w.Result]]]:
+    if store == "both":
+        return [
+            (
+                {"poll", "create", "stream", "durability", "background"},
+                "pg-vs-sqlite",
+                lambda: pg.compare(bench, chosen),
+            ),
+            ({"recovery"}, "recovery", lambda: pg.recovery_both(bench)),
+            ({"follow"}, "follow", lambda: pg.follow(bench)),
+            ({"scale-out"}, "scale-out", lambda: pg.scale_out(bench)),
+        ]
+    main = w.main_server(bench) if chosen - NEEDS_OWN_SERVER else None
+    return [
+        ({"poll", "ceiling"}, "poll+ceiling", lambda: w.poll_and_ceiling(bench, main)),
+        ({"create"}, "create", lambda: w.create(bench, main)),
+        (
+            {"stream", "durability"},
+            "stream+durability",
+            lambda: w.stream_and_durability(bench, main),
+        ),
+        ({"background"}, "background", lambda: w.background(bench, main)),
+        ({"recovery"}, "recovery", lambda: w.recovery(bench)),
+        ({"memory"}, "memory", lambda: w.memory(bench)),
+        ({"scale"}, "scale", lambda: w.scale(bench)),
+        ({"slow-readers"}, "slow-readers", lambda: w.slow_readers(bench)),
+        ({"follow"}, "follow", lambda: pg.follow(bench)),
+        ({"scale-out"}, "scale-out", lambda: pg.scale_out(bench)),
+    ]
+
+
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Row]]:
     size = SIZES[args.size].with_runs(args.runs)
-    chosen = set(args.only or WORKLOADS)
-    if args.base_url:
-        skipped = chosen & NEEDS_OWN_SERVER
-        if skipped:
-            print(f"skipping {', '.join(sorted(skipped))}: they need a server the bench starts")
-        chosen -= NEEDS_OWN_SERVER
+    chosen = _chosen(args)
     details: dict[str, Any] = {}
     rows: list[Row] = []
     _raise_fd_limit()
     with tempfile.TemporaryDirectory(prefix="durable-bench-") as tmp:
         bench = w.Bench(size, Path(tmp), args.base_url)
+        bench.store = "sqlite" if args.store == "both" else args.store
+        if args.pg_synchronous_commit == "off":
+            bench.pg_settings["synchronous_commit"] = "off"
         try:
-            main = w.main_server(bench) if chosen - NEEDS_OWN_SERVER else None
-            steps: list[tuple[set[str], str, Callable[[], w.Result]]] = [
-                ({"poll", "ceiling"}, "poll+ceiling", lambda: w.poll_and_ceiling(bench, main)),
-                ({"create"}, "create", lambda: w.create(bench, main)),
-                (
-                    {"stream", "durability"},
-                    "stream+durability",
-                    lambda: w.stream_and_durability(bench, main),
-                ),
-                ({"background"}, "background", lambda: w.background(bench, main)),
-                ({"recovery"}, "recovery", lambda: w.recovery(bench)),
-                ({"memory"}, "memory", lambda: w.memory(bench)),
-                ({"scale"}, "scale", lambda: w.scale(bench)),
-                ({"slow-readers"}, "slow-readers", lambda: w.slow_readers(bench)),
-            ]
-            for names, label, step in steps:
+            if args.store != "sqlite":
+                pg.start(bench)
+            for names, label, step in _steps(bench, args.store, chosen):
                 if not names & chosen:
                     continue
                 began = time.monotonic()
@@ -127,6 +192,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Row]]:
                 print(f"  done in {time.monotonic() - began:.1f}s", flush=True)
         finally:
             bench.close()
+            pg.stop(bench)
     return details, rows
 
 
@@ -138,7 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     meta["seconds"] = round(time.monotonic() - began, 1)
     print()
     print(
-        f"durable-responses bench, size {args.size}, median of {meta['runs']} runs "
+        f"durable-responses bench, store {args.store}, size {args.size}, "
+        f"median of {meta['runs']} runs "
         f"({meta['heavy_runs']} for recovery, memory and slow-readers), "
         f"{meta['date']}, {meta['cpus']} CPUs ({meta['machine']})"
     )

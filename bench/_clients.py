@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._procs import cpu_seconds, rss_bytes
+from ._procs import cpu_seconds, rss_bytes, tree_cpu_seconds
 from ._slow_readers import slow_readers
 from ._stats import summary_ms
 from ._wire import Connection, HTTPError
@@ -45,8 +45,10 @@ def _address(url: str) -> tuple[str, int]:
 
 
 async def _windowed(spec: Spec, op: Op) -> dict[str, Any]:
-    """Run `op` in `clients` workers for warm-up + duration; summarise the window."""
-    host, port = _address(spec["url"])
+    """Run `op` in `clients` workers for warm-up + duration; summarise the window.
+    With `urls`, worker i talks to urls[i % len(urls)] (a round-robin client over
+    several server processes); with `server_pids`, the servers' CPU is summed."""
+    addresses = [_address(u) for u in spec.get("urls") or [spec["url"]]]
     clients, warmup, duration = spec["clients"], spec["warmup"], spec["duration"]
     start = time.monotonic() + warmup
     end = start + duration
@@ -55,7 +57,7 @@ async def _windowed(spec: Spec, op: Op) -> dict[str, Any]:
     usage: dict[str, float] = {}
 
     async def worker(index: int) -> None:
-        conn = Connection(host, port)
+        conn = Connection(*addresses[index % len(addresses)])
         try:
             for n in range(MAX_OPS):
                 began = time.monotonic()
@@ -74,11 +76,18 @@ async def _windowed(spec: Spec, op: Op) -> dict[str, Any]:
 
     async def meter() -> None:
         await asyncio.sleep(max(0.0, start - time.monotonic()))
-        pid = spec.get("server_pid")
-        server0, client0 = (cpu_seconds(pid) if pid else 0.0), time.process_time()
+        pids = spec.get("server_pids") or [p for p in [spec.get("server_pid")] if p]
+
+        def servers_cpu() -> float:
+            return sum(cpu_seconds(pid) for pid in pids)
+
+        db_pid = spec.get("db_pid")  # PostgreSQL's postmaster: its backends' CPU too
+        server0, client0 = servers_cpu(), time.process_time()
+        db0 = tree_cpu_seconds(db_pid) if db_pid else 0.0
         await asyncio.sleep(max(0.0, end - time.monotonic()))
-        usage["server_cpu"] = ((cpu_seconds(pid) - server0) / duration) if pid else 0.0
+        usage["server_cpu"] = (servers_cpu() - server0) / duration
         usage["client_cpu"] = (time.process_time() - client0) / duration
+        usage["db_cpu"] = ((tree_cpu_seconds(db_pid) - db0) / duration) if db_pid else 0.0
 
     await asyncio.gather(meter(), *(worker(i) for i in range(clients)))
     ttfd = [s.ttfd for s in samples if s.ttfd is not None]
@@ -189,6 +198,85 @@ async def background(spec: Spec) -> dict[str, Any]:
         return Sample(time.monotonic() - began)
 
     return await _windowed(spec, op)
+
+
+async def follow(spec: Spec) -> dict[str, Any]:
+    """Cross-process following: each worker POSTs a background stream to `url` (process
+    A, which runs the response) and, once A's stream names the response, follows it with
+    `GET /v1/responses/{id}?stream=true` on `follower_url` (process B). For every event
+    A's stream receives inside the window after B's stream has started, the delay until
+    B's stream receives the same `sequence_number` (both read in this one process)."""
+    a_address, b_address = _address(spec["url"]), _address(spec["follower_url"])
+    body = _create_body(
+        input=f"[[words {spec['words']}]] [[delay {spec['delay_ms']}]] {PROMPT}",
+        stream=True,
+        background=True,
+    )
+    start = time.monotonic() + spec["warmup"]
+    end = start + spec["duration"]
+    delays: list[float] = []
+    errors: list[str] = []
+    missing = 0
+
+    async def one() -> None:
+        nonlocal missing
+        conn_a, conn_b = Connection(*a_address), Connection(*b_address)
+        seen_a: dict[int, float] = {}
+        seen_b: dict[int, float] = {}
+        joined: list[float] = []
+        follower: asyncio.Future[None] | None = None
+
+        async def follow_b(response_id: str) -> None:
+            path = f"/v1/responses/{response_id}?stream=true"
+            async with contextlib.aclosing(conn_b.events(path, None)) as frames:
+                async for kind, data in frames:
+                    now = time.monotonic()
+                    if not joined:
+                        joined.append(now)
+                    seen_b[json.loads(data)["sequence_number"]] = now
+                    if kind == "response.completed":
+                        return
+
+        try:
+            async with contextlib.aclosing(conn_a.events("/v1/responses", body)) as frames:
+                async for _, data in frames:
+                    now = time.monotonic()
+                    event = json.loads(data)
+                    seen_a[event["sequence_number"]] = now
+                    if follower is None:
+                        follower = asyncio.ensure_future(follow_b(event["response"]["id"]))
+            if follower is None:
+                raise HTTPError("follow: A's stream was empty")
+            await asyncio.wait_for(follower, OP_TIMEOUT)
+        finally:
+            if follower is not None and not follower.done():
+                follower.cancel()
+            await conn_a.close()
+            await conn_b.close()
+        for seq, seen in seen_a.items():
+            if joined and seen > joined[0] and start <= seen <= end:
+                if seq in seen_b:
+                    delays.append(seen_b[seq] - seen)
+                else:
+                    missing += 1
+
+    async def worker() -> None:
+        for _ in range(MAX_OPS):
+            if time.monotonic() >= end:
+                break
+            try:
+                await asyncio.wait_for(one(), OP_TIMEOUT)
+            except (OSError, HTTPError, TimeoutError, asyncio.IncompleteReadError) as exc:
+                errors.append(repr(exc))
+
+    await asyncio.gather(*(worker() for _ in range(spec["clients"])))
+    return {
+        "events": len(delays),
+        "missing": missing,
+        "delay_ms": summary_ms(delays),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+    }
 
 
 async def _each(
@@ -369,6 +457,7 @@ WORKLOADS: dict[str, Callable[[Spec], Coroutine[Any, Any, dict[str, Any]]]] = {
     "create": create,
     "stream": stream,
     "background": background,
+    "follow": follow,
     "fill": fill,
     "await_terminal": await_terminal,
     "hold_streams": hold_streams,

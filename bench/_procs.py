@@ -38,6 +38,38 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of `pid` and its live children (PostgreSQL's postmaster and backends)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        child = int(stat.parent.name)
+        if child == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def set_database(url: str, settings: dict[str, str]) -> None:
+    """`ALTER DATABASE <url's database> SET name = value` for each setting (new
+    connections take them)."""
+    import asyncio
+
+    import asyncpg
+
+    async def alter() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            for name, value in settings.items():
+                await conn.execute(f'ALTER DATABASE "{url.rsplit("/", 1)[1]}" SET {name} = {value}')
+        finally:
+            await conn.close()
+
+    asyncio.run(alter())
+
+
 class Proc:
     """A server-like child process answering GET /healthz on 127.0.0.1:port."""
 
@@ -102,9 +134,10 @@ class Proc:
             self.kill()
 
 
-def server(db: Path, *args: str) -> Proc:
-    """`python -m server` on a free port with its own SQLite file (not started), without
-    the access log, as the ceiling logs nothing per request either."""
+def server(db: Path | str, *args: str, log: Path | None = None) -> Proc:
+    """`python -m server` on a free port with its own store (not started): a SQLite file,
+    or a PostgreSQL URL (then `log` is required); without the access log, as the ceiling
+    logs nothing per request either."""
     argv = [
         sys.executable,
         "-m",
@@ -116,7 +149,10 @@ def server(db: Path, *args: str) -> Proc:
         "--no-access-log",
         *args,
     ]
-    return Proc(argv, db.with_suffix(".log"))
+    if log is None:
+        assert isinstance(db, Path)
+        log = db.with_suffix(".log")
+    return Proc(argv, log)
 
 
 def ceiling(workdir: Path) -> Proc:

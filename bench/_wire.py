@@ -68,9 +68,10 @@ class Connection:
         return status, data
 
     async def events(self, path: str, body: Any) -> AsyncGenerator[tuple[str, bytes], None]:
-        """POST and yield (event type, data) of an SSE response until it ends. The
-        connection is closed afterwards unless the stream ended cleanly."""
-        reader = await self._send("POST", path, body)
+        """POST `body` (GET when it is None) and yield (event type, data) of an SSE
+        response until it ends. The connection is closed afterwards unless the stream
+        ended cleanly."""
+        reader = await self._send("GET" if body is None else "POST", path, body)
         status, headers = await _read_head(reader)
         if status != 200:
             data = await _read_body(reader, headers)

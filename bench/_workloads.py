@@ -47,13 +47,38 @@ class Bench:
     base_url: str | None = None
     servers: list[Proc] = field(default_factory=list)
     log: Callable[[str], None] = print
+    store: str = "sqlite"  # the servers' store unless a call says otherwise: or "postgres"
+    pg: Any = None  # a started ThrowawayPostgres (tests/support/postgres.py) when needed
+    databases: dict[str, str] = field(default_factory=dict)  # name -> PostgreSQL URL
+    pg_settings: dict[str, str] = field(default_factory=dict)  # ALTER DATABASE ... SET
 
     @property
     def external(self) -> bool:
         return self.base_url is not None
 
-    def server(self, name: str, *args: str, db: Path | None = None) -> Proc:
-        proc = _procs.server(db or self.workdir / f"{name}.db", *args)
+    def postmaster_pid(self) -> int:
+        return int((self.pg.data / "postmaster.pid").read_text().split()[0])
+
+    def database(self, name: str) -> str:
+        """The PostgreSQL database called `name` (created on first use): its URL."""
+        if name not in self.databases:
+            assert self.pg is not None, "a PostgreSQL store needs bench.pg started"
+            url = self.pg.create_database(name.replace("-", "_"))
+            if self.pg_settings:
+                _procs.set_database(url, self.pg_settings)
+            self.databases[name] = url
+        return self.databases[name]
+
+    def server(
+        self, name: str, *args: str, db: Path | None = None, store: str | None = None
+    ) -> Proc:
+        """A started server on store `name`: a SQLite file in the work directory, or a
+        database of the bench's PostgreSQL (servers given the same name share it)."""
+        if (store or self.store) == "postgres":
+            log = self.workdir / f"{name}-{len(self.servers)}.log"
+            proc = _procs.server(self.database(name), *args, log=log)
+        else:
+            proc = _procs.server(db or self.workdir / f"{name}.db", *args)
         self.servers.append(proc)
         return proc.start()
 
@@ -69,6 +94,8 @@ class Bench:
     def load(self, workload: str, url: str, pid: int | None = None, **spec: Any) -> Any:
         """Run one load process; its JSON result."""
         spec = {"workload": workload, "url": url, "server_pid": pid, **spec}
+        if self.pg is not None:
+            spec.setdefault("db_pid", self.postmaster_pid())
         spec.setdefault("clients", self.size.clients)
         spec.setdefault("warmup", self.size.warmup)
         spec.setdefault("duration", self.size.duration)
@@ -248,51 +275,62 @@ def background(bench: Bench, main: Proc | None) -> Result:
     return {"runs": runs, "poll_interval": BACKGROUND_POLL_INTERVAL}, rows
 
 
-def recovery(bench: Bench) -> Result:
+def recovery(bench: Bench, store: str | None = None) -> Result:
     """Workload 6: N in-flight background responses, SIGKILL, restart; seconds from the
     kill until the API shows every one terminal. The first server's model pauses 1 s per
     delta (10 s answers, all still running at the kill); the restarted one has no delay,
     so the figure is the recovery machinery (lease expiry, scan, claim, re-run), not
     model time."""
+    store = store or bench.store
+    runs = [recovery_run(bench, store, run) for run in range(bench.size.heavy_runs)]
+    return recovery_result(bench, store, runs)
+
+
+def recovery_run(bench: Bench, store: str, run: int) -> dict[str, Any]:
+    """One run of workload 6 on `store` (sqlite or postgres)."""
     size = bench.size
     ttl = f"{size.lease_ttl:g}"
-    runs = []
-    for run in range(size.heavy_runs):
-        db = bench.workdir / f"recovery-{run}.db"
-        first = bench.server(f"recovery-{run}", "--lease-ttl", ttl, "--embedded-delay-ms", "1000")
-        made = bench.load("fill", first.url, count=size.recovery, background=True, timeout=300)
-        time.sleep(0.3)
-        first.kill()
-        killed = time.monotonic()
-        second = bench.server(f"recovery-{run}", "--lease-ttl", ttl, db=db)
-        result = bench.load(
-            "await_terminal",
-            second.url,
-            ids=made["ids"],
-            t0=killed,
-            timeout=size.lease_ttl + 120,
-            clients=4,  # light: the polling must not slow the recovery it measures
-            interval=0.2,
-        )
-        result["create_seconds"] = made["seconds"]
-        result["healthy_seconds"] = second.healthy_at - killed
-        runs.append(result)
-        second.kill()
+    name = f"recovery-{run}" if store == "sqlite" else f"recovery-{store}-{run}"
+    db = bench.workdir / f"{name}.db"
+    first = bench.server(name, "--lease-ttl", ttl, "--embedded-delay-ms", "1000", store=store)
+    made = bench.load("fill", first.url, count=size.recovery, background=True, timeout=300)
+    time.sleep(0.3)
+    first.kill()
+    killed = time.monotonic()
+    second = bench.server(name, "--lease-ttl", ttl, db=db, store=store)
+    result: dict[str, Any] = bench.load(
+        "await_terminal",
+        second.url,
+        ids=made["ids"],
+        t0=killed,
+        timeout=size.lease_ttl + 120,
+        clients=4,  # light: the polling must not slow the recovery it measures
+        interval=0.2,
+    )
+    result["create_seconds"] = made["seconds"]
+    result["healthy_seconds"] = second.healthy_at - killed
+    second.kill()
+    return result
+
+
+def recovery_result(bench: Bench, store: str, runs: list[dict[str, Any]]) -> Result:
+    size = bench.size
     seconds = _med(runs, "seconds")
     lost = max(r["lost"] for r in runs)
     bound = size.lease_ttl + 5
+    label = "recovery" if store == "sqlite" else "recovery pg"
     rows = [
-        Row("recovery", "in-flight responses (N)", float(size.recovery)),
-        Row("recovery", "--lease-ttl", size.lease_ttl, "s"),
+        Row(label, "in-flight responses (N)", float(size.recovery)),
+        Row(label, "--lease-ttl", size.lease_ttl, "s"),
         Row(
-            "recovery",
+            label,
             "kill to all terminal",
             seconds,
             "s",
             f"<= lease TTL + 5 s ({bound:g} s)",
             None if math.isnan(seconds) else seconds <= bound,
         ),
-        Row("recovery", "lost (max of runs)", float(lost), "", "0", lost == 0),
+        Row(label, "lost (max of runs)", float(lost), "", "0", lost == 0),
     ]
     return {"runs": runs, "lease_ttl": size.lease_ttl, "n": size.recovery}, rows
 

@@ -7,11 +7,14 @@ workload. Performance targets belong to the benchmark's own table, never to a te
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.postgres import INSTALL_HINT, find_bindir
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOADS = (
@@ -70,3 +73,46 @@ def test_smoke_size_prints_a_table_and_writes_every_workload(tmp_path: Path) -> 
         "scale",
         "slow-readers",
     }
+
+
+@pytest.mark.timeout(120)
+def test_smoke_size_on_both_stores_reports_ratios_and_the_postgres_workloads(
+    tmp_path: Path,
+) -> None:
+    if find_bindir() is None:
+        if os.environ.get("CI"):
+            pytest.fail(INSTALL_HINT)
+        pytest.skip(INSTALL_HINT)
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--store",
+            "both",
+            "--size",
+            "smoke",
+            "--runs",
+            "1",
+            "--only",
+            "background",
+            "follow",
+            "scale-out",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(out.read_text())
+    assert results["meta"]["store"] == "both"
+    assert set(results["workloads"]) == {"pg-vs-sqlite", "follow", "scale-out"}
+    metrics = {(row["workload"], row["metric"]) for row in results["rows"]}
+    assert ("pg vs sqlite: background", "ratio PostgreSQL/SQLite") in metrics
+    assert ("follow pg", "A's stream to B's follower, p50") in metrics
+    assert ("scale-out pg", "ratio 2 processes / 1") in metrics
