@@ -80,7 +80,10 @@ class Admission:
     reject_if_busy: bool = False  # `reject`: refuse when the lane has an unfinished turn
     steer: str | None = None  # `interrupt` or `rollback`: ask the running turn to stop
     max_queued: int | None = None  # refuse when this many turns already wait in the lane
-    max_queued_tenant: int | None = None  # ... or this many background turns of the tenant
+    # ... or this many background turns of the tenant: exact on SQLite; on PostgreSQL
+    # exceeded only if one create stays in flight while 64 others of the tenant commit
+    # (TENANT_SLACK: store/postgres/_lanes.py says precisely)
+    max_queued_tenant: int | None = None
     idempotency_key: str | None = None  # G11: with the request's hash
     request_hash: str | None = None
 

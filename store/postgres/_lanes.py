@@ -5,10 +5,28 @@ COMMITTED with many hosts writing at once:
 
 - **Admission** reads the lane's queued turns (and the tenant's) in a separate statement
   from the insert it decides. Every create takes the lane's transaction-scoped advisory
-  lock first (and the tenant's when a tenant limit applies, and the idempotency key's
-  when a key is given), so that read sees every admission before it and none can slip in
-  between. A statement's snapshot is taken when it starts, so the locks are taken by a
-  statement of their own, before the reads.
+  lock first (and the idempotency key's when a key is given, and the tenant's when the
+  tenant is near its limit: below), so that read sees every admission before it and
+  none can slip in between. A statement's snapshot is taken when it starts, so the locks
+  are taken by a statement of their own, before the reads; always in one order (key,
+  tenant, lane), so that two creates never wait for each other's locks.
+- **The tenant's limit** (`Admission.max_queued_tenant`, L) is exact near the limit and
+  lock-free far from it. Holding the tenant's lock through commit (its WAL flush
+  included) would serialize every background create of a tenant, on every host, so the
+  lock statement first counts the tenant's queued turns (in its own snapshot, without
+  the lock) and takes the tenant's lock only when that count is at least
+  L - TENANT_SLACK; then the count is read again under the lock and decides, as for a
+  lane. Below that, the create is admitted on the unlocked count.
+  The guarantee: the tenant's queued turns exceed L only if some create admitted without
+  the lock sees, from the start of its lock statement to its commit, at least
+  TENANT_SLACK other creates of the tenant commit (each adds one queued turn; a turn
+  that starts or ends meanwhile only lowers the count). A create is a transaction of a
+  few statements, so in practice that takes more than TENANT_SLACK creates of one tenant
+  in flight at once across all hosts (each host has a pool of 10 connections, so with
+  TENANT_SLACK = 64 up to 6 hosts at full concurrency stay exact), or a create stalled
+  mid-transaction (its host paused or its connection hung) while TENANT_SLACK others
+  commit; the excess is then at most one turn per such create. A limit of
+  TENANT_SLACK or less always takes the lock: exact.
 - **The lane head** is a NOT EXISTS over earlier rows, which cannot see a row that a
   concurrent transaction inserted and has not committed. Creates and claims take the
   same lane lock, and `ord` is drawn while it is held, so within a lane `ord` follows
@@ -41,6 +59,10 @@ from ._sql import (
 
 if TYPE_CHECKING:
     from ._sql import Conn
+
+# A tenant's create takes the tenant's lock only when the tenant has at least
+# `max_queued_tenant - TENANT_SLACK` queued turns (the module docstring says what that keeps).
+TENANT_SLACK = 64
 
 _INSERT = (
     "WITH r AS (INSERT INTO responses (id, tenant, status, background, params, snapshot,"
@@ -107,12 +129,12 @@ class LaneStore(PostgresBase):
         rules = admission or Admission()
 
         async def op(tx: Tx) -> tuple[ResponseRecord, bool, ResponseRecord | None]:
-            await self._lock_admission(tx.conn, new, rules)
+            tenant_locked = await self._lock_admission(tx.conn, new, rules)
             if rules.idempotency_key is not None:
                 existing = await self._idempotent_replay(tx.conn, new.tenant, rules)
                 if existing is not None:
                     return existing, False, None
-            await self._admit(tx, new, rules)
+            await self._admit(tx, new, rules, tenant_locked)
             record = await self._insert(tx, new, items, events, rules)
             claimed = None
             if claim_for is not None and new.status == "queued":
@@ -121,20 +143,43 @@ class LaneStore(PostgresBase):
 
         return await self._write("create response", op)
 
-    async def _lock_admission(self, conn: Conn, new: NewResponse, rules: Admission) -> None:
+    async def _lock_admission(self, conn: Conn, new: NewResponse, rules: Admission) -> bool:
         """Take the advisory locks this admission decides under, always in one order
-        (key, tenant, lane), in a statement of its own (the module docstring)."""
-        locks: list[tuple[int, str]] = []
+        (key, tenant, lane), in a statement of its own (the module docstring). The
+        tenant's lock only when its limit applies and its queued turns, counted in this
+        statement's snapshot (up to the threshold), reach `limit - TENANT_SLACK`: True
+        when it was taken, and the tenant's count must then be read again under it."""
+        args: list[Any] = []
+
+        def arg(value: object) -> str:
+            args.append(value)
+            return f"${len(args)}"
+
+        def lock(kind: int, key: str) -> str:
+            return f"pg_advisory_xact_lock({arg(kind)}::int, hashtext({arg(key)}))"
+
+        calls: list[str] = []
         if rules.idempotency_key is not None:
-            locks.append((KEY_LOCK, f"{new.tenant}\x1f{rules.idempotency_key}"))
-        if rules.max_queued_tenant is not None and new.status == "queued":
-            locks.append((TENANT_LOCK, new.tenant))
-        locks.append((LANE_LOCK, new.lane))
-        calls = ", ".join(
-            f"pg_advisory_xact_lock(${2 * i + 1}::int, hashtext(${2 * i + 2}))"
-            for i in range(len(locks))
-        )
-        await conn.execute(f"SELECT {calls}", *[v for lock in locks for v in lock])
+            calls.append(lock(KEY_LOCK, f"{new.tenant}\x1f{rules.idempotency_key}"))
+        limit = rules.max_queued_tenant
+        if limit is not None and new.status == "queued":
+            near = max(limit - TENANT_SLACK, 0)
+            # Left to right, like the locks: the count (an init plan, run when the CASE
+            # first needs it) after the key's lock, the tenant's lock before the lane's.
+            tenant = arg(new.tenant)
+            threshold = arg(near)
+            calls.append(
+                f"CASE WHEN (SELECT count(*) FROM (SELECT FROM responses WHERE tenant = {tenant}"
+                f" AND status = 'queued' LIMIT {threshold}::int) AS q) >= {threshold}::int"
+                f" THEN {lock(TENANT_LOCK, new.tenant)} IS NOT NULL ELSE false END"
+                " AS tenant_locked"
+            )
+        else:
+            calls.append("false AS tenant_locked")
+        calls.append(lock(LANE_LOCK, new.lane))
+        row = await conn.fetchrow(f"SELECT {', '.join(calls)}", *args)
+        assert row is not None
+        return bool(row["tenant_locked"])
 
     async def _idempotent_replay(
         self, conn: Conn, tenant: str, rules: Admission
@@ -153,10 +198,12 @@ class LaneStore(PostgresBase):
             return None
         return response(row)
 
-    async def _admit(self, tx: Tx, new: NewResponse, rules: Admission) -> None:
+    async def _admit(self, tx: Tx, new: NewResponse, rules: Admission, tenant_locked: bool) -> None:
         """Apply the tenant's and the lane's rules for a new turn (docs/guarantees.md,
-        Steering), under the locks `_lock_admission` took."""
-        tenant_limit = rules.max_queued_tenant is not None and new.status == "queued"
+        Steering), under the locks `_lock_admission` took. The tenant's limit is checked
+        here only under the tenant's lock; without it, `_lock_admission` found the tenant
+        at least TENANT_SLACK turns below its limit."""
+        tenant_limit = tenant_locked
         lane_rules = rules.reject_if_busy or rules.steer is not None or rules.max_queued is not None
         if not (tenant_limit or lane_rules):
             return  # nothing to decide: the read is skipped

@@ -33,8 +33,10 @@ from store import (
 )
 from store.postgres import PostgresStore, open_postgres_store
 from store.postgres._database import Tx
+from store.postgres._lanes import TENANT_SLACK
 from store.postgres._leases import RENEW
 from store.postgres._schema import SCHEMA_VERSION
+from store.postgres._sql import TENANT_LOCK
 from tests.store.test_contract import claimed, end, in_lane
 from tests.store.test_sqlite import new_response, rows
 from tests.support.postgres import free_port
@@ -373,7 +375,8 @@ async def test_issue15_concurrent_admissions_never_pass_a_queue_limit(
     the limit were admitted. Fix: every create first takes the lane's transaction-scoped
     advisory lock (and the tenant's, when a tenant limit applies) in a statement of its
     own. Checked by making `LaneStore._lock_admission` a no-op: all 50 were admitted
-    instead of 5, with either limit, in every run."""
+    instead of 5, with either limit, in every run. A limit of 5 is within TENANT_SLACK,
+    so the tenant's lock is always taken (replacing it with `true`: 50 admitted)."""
     limit = 5
     await claimed(hosts[0], "resp_head")  # the lane's running turn: the rest must queue
 
@@ -392,6 +395,48 @@ async def test_issue15_concurrent_admissions_never_pass_a_queue_limit(
     admitted = await asyncio.gather(*(admit(n) for n in range(50)))
 
     assert sum(admitted) == limit
+    assert await hosts[0].count_queued() == limit
+
+
+async def test_issue15_creates_far_below_the_tenant_limit_take_no_tenant_lock(
+    hosts: list[PostgresStore], postgres_url: str
+) -> None:
+    """Every background create took its tenant's advisory lock and held it through
+    commit, so one tenant's creates ran one at a time on every host (the bench: 0.28 of
+    SQLite's background throughput). Now the lock is taken only when the tenant has at
+    least `limit - TENANT_SLACK` queued turns. Held here by another session, the tenant's
+    lock stops none of 10 creates from 10 connections far below the limit (before the
+    fix, all 10 waited for it: the gather timed out); the next create, at the threshold,
+    waits for it, and is admitted once it is released; the limit still holds exactly."""
+    limit = TENANT_SLACK + 10
+    rules = Admission(max_queued_tenant=limit)
+    holder = await asyncpg.connect(postgres_url)
+    try:
+        await holder.execute("SELECT pg_advisory_lock($1::int, hashtext(''))", TENANT_LOCK)
+
+        async def create(n: int) -> object:
+            store = hosts[n % HOSTS]
+            return await store.create_response(in_lane(f"resp_{n:03}", f"lane_{n}"), [], [], rules)
+
+        # Guards a hang only: nothing here waits for the lock.
+        await asyncio.wait_for(asyncio.gather(*(create(n) for n in range(10))), 60)
+        assert await hosts[0].count_queued() == 10
+
+        at_threshold = asyncio.create_task(create(10))
+        waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1"
+        waiting += " AND NOT granted"
+        while not await holder.fetchval(waiting, TENANT_LOCK):
+            assert not at_threshold.done(), at_threshold
+            await asyncio.sleep(0.01)
+        assert not at_threshold.done()
+        await holder.execute("SELECT pg_advisory_unlock($1::int, hashtext(''))", TENANT_LOCK)
+        await at_threshold
+    finally:
+        await holder.close()
+
+    await asyncio.gather(*(create(n) for n in range(11, limit)))
+    with pytest.raises(TooManyQueued):
+        await create(limit)
     assert await hosts[0].count_queued() == limit
 
 
