@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.support.peek import query
 from tests.support.server import ServerProcess
+from tests.support.stores import Location
 from tests.support.stream_rules import check_stream, parse_sse
 from tests.support.waiting import wait_until
 
@@ -56,30 +56,24 @@ def log_lines(folder: Path, tool: str) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    """Read the store directly, read-only (a server may be running on it)."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-def only_response_id(db: Path) -> str:
+def only_response_id(db: Location) -> str:
     """The one response in the store (the client may have died before learning its id)."""
     rows = query(db, "SELECT id FROM responses")
     assert len(rows) == 1, rows
     return str(rows[0][0])
 
 
-def recoveries(db: Path) -> dict[str, int]:
+def recoveries(db: Location) -> dict[str, int]:
     """How many times each response's run was taken over from a dead process."""
     return {str(id_): int(n) for id_, n in query(db, "SELECT id, recoveries FROM responses")}
 
 
-def owners(db: Path) -> set[str]:
+def owners(db: Location) -> set[str]:
     """The processes holding a lease in the store now."""
     return {o for (o,) in query(db, "SELECT DISTINCT owner FROM responses WHERE owner IS NOT NULL")}
 
 
-def live_in_flight(db: Path, dead: set[str]) -> int:
+def live_in_flight(db: Location, dead: set[str]) -> int:
     """Unfinished responses under a lease of a running process (not one a killed process
     left behind): what a kill now would cut."""
     sql = (
@@ -89,7 +83,7 @@ def live_in_flight(db: Path, dead: set[str]) -> int:
     return sum(1 for (owner,) in query(db, sql) if owner not in dead)
 
 
-def ensure_in_flight(db: Path, dead: set[str], create: Any) -> int:
+def ensure_in_flight(db: Location, dead: set[str], create: Any) -> int:
     """Unfinished responses of the running process now; if a random moment found none
     (everything finished early, say on a fast turn of a loaded machine), `create()` one
     more and wait until it runs, so that the kill that follows cuts something."""

@@ -10,7 +10,6 @@ the stream across the cut, resuming from its last event, must read the answer on
 from __future__ import annotations
 
 import signal
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,11 @@ import httpx
 import pytest
 from openai.types.responses import Response
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, replay
+from tests.support.peek import count
 from tests.support.server import ServerProcess
+from tests.support.stores import Location
 from tests.support.stream_rules import check_stream, parse_sse
 from tests.support.waiting import wait_terminal, wait_until
 
@@ -29,13 +30,9 @@ FAST = ("--lease-ttl", "2", "--scan-interval", "0.2")
 PROMPT = "tell me about the sea [[words 40]] [[delay 40]]"
 
 
-def _deltas_logged(db: Path, response_id: str) -> int:
-    with sqlite3.connect(db) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM events WHERE response_id = ? AND type = ?",
-            (response_id, "response.output_text.delta"),
-        ).fetchone()
-    return int(row[0])
+def _deltas_logged(db: Location, response_id: str) -> int:
+    sql = "SELECT count(*) FROM events WHERE response_id = ? AND type = ?"
+    return count(db, sql, response_id, "response.output_text.delta")
 
 
 def _create(url: str, prompt: str) -> str:
@@ -74,7 +71,7 @@ class _Follower:
 
 
 def _cut(
-    start_server: StartServer, db: Path, how: str
+    start_server: StartServer, db: Location, how: str
 ) -> tuple[ServerProcess, str, list[dict[str, Any]]]:
     """Start a response, cut it mid-answer (`kill` or `term`), and return the server that
     finishes it, its id, and what a following client read before the cut."""
@@ -95,9 +92,9 @@ def _cut(
 
 @pytest.mark.parametrize("how", ["kill", "term"], ids=["sigkill", "sigterm-handover"])
 def test_a_cut_answer_is_read_once_after_recovery(
-    start_server: StartServer, tmp_path: Path, how: str
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, how: str
 ) -> None:
-    survivor, response_id, seen = _cut(start_server, tmp_path / "cut.db", how)
+    survivor, response_id, seen = _cut(start_server, new_store("cut"), how)
 
     final = wait_terminal(survivor.url, response_id)
     assert final["status"] == "completed", final["error"]
@@ -116,11 +113,11 @@ def test_a_cut_answer_is_read_once_after_recovery(
 
 
 def test_a_cut_answer_the_next_attempt_does_not_repeat_is_dropped(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
     """With the word count changed between the runs, the new attempt says something else:
     the cut message is closed `incomplete` with no content, and the answer is the new one."""
-    db = tmp_path / "diverged.db"
+    db = new_store("diverged")
     first = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_EMBEDDED_WORDS": "10"})
     response_id = _create(first.url, "tell me [[delay 60]]")
     wait_until(lambda: _deltas_logged(db, response_id) >= 6, "part of the answer")

@@ -1,8 +1,9 @@
 """The crash suite: for each named failpoint (docs/guarantees.md), a real server process dies
-there, a new one starts on the same SQLite file, and the guarantees hold from outside:
-the response ends with the right status, side effects happened at most once (exactly
-once when completed), ambiguous calls fail closed (G4), the stored history is
-tool-consistent (G5), and full and partial replays are well formed (G7)."""
+there, a new one starts on the same store (an SQLite file, or a PostgreSQL database), and
+the guarantees hold from outside: the response ends with the right status, side effects
+happened at most once (exactly once when completed), ambiguous calls fail closed (G4), the
+stored history is tool-consistent (G5), and full and partial replays are well formed
+(G7)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import only_response_id, wait_for_exit
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import check_stream, parse_sse
@@ -151,9 +152,9 @@ def assert_tool_consistent(output: list[dict[str, Any]], *, ended: str) -> None:
 @pytest.mark.parametrize("streamed", [False, True], ids=["polled", "streamed"])
 @pytest.mark.parametrize("case", CASES)
 def test_a_crash_at_each_failpoint_keeps_every_guarantee(
-    start_server: StartServer, tmp_path: Path, case: Crash, streamed: bool
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, case: Crash, streamed: bool
 ) -> None:
-    db = tmp_path / "crash.db"
+    db = new_store("crash")
     folder = tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     args = ("--agent", f"tests.agents.tool_agent:{case.agent}", *FAST, *case.extra)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import StartServer
 from tests.crash._support import wait_for_exit
@@ -59,6 +60,7 @@ def check_refused(response: httpx.Response) -> None:
     assert "cannot write to its store" in error["message"]
 
 
+@pytest.mark.sqlite_only("the store's own disk fills up: a tmpfs under the SQLite file")
 def test_a_full_disk_is_waited_out_and_readiness_follows_it(
     start_server: StartServer, tmp_path: Path
 ) -> None:

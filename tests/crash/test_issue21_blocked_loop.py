@@ -14,16 +14,15 @@ plain tools; and a loop blocked for more than a second is logged as a warning.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, log_lines
+from tests.support.peek import query
 from tests.support.side_effects import runs_per_key
 from tests.support.waiting import wait_terminal, wait_until
 
@@ -38,20 +37,15 @@ def create(url: str, prompt: str) -> dict[str, Any]:
     return response
 
 
-def stored(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        return conn.execute(sql, params).fetchall()
-
-
 def blocked_for(log: str) -> list[float]:
     """The durations of event loop blocks the log reports, in seconds."""
     return [float(s) for s in re.findall(r"event loop was blocked for ([\d.]+)s", log)]
 
 
 def test_a_tool_that_blocks_the_event_loop_keeps_its_turn(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     busy = start_server(*TOOLS, db=db, env=env)
     idle = start_server(*TOOLS, db=db, env=env)  # scans the same store all along
@@ -61,7 +55,7 @@ def test_a_tool_that_blocks_the_event_loop_keeps_its_turn(
 
     assert final["status"] == "completed", final
     assert list(runs_per_key(folder, "charge_blocking").values()) == [1]  # G3
-    assert stored(db, "SELECT recoveries FROM responses WHERE id = ?", created["id"]) == [(0,)]
+    assert query(db, "SELECT recoveries FROM responses WHERE id = ?", created["id"]) == [(0,)]
     assert "recovering response" not in idle.log()  # G8: nobody else drove it
     # The operator is told, while it lasts (and where), and once it is over.
     # (Measured from a probe sent up to one tick after the block began: a bit under 3 s.)
@@ -71,9 +65,9 @@ def test_a_tool_that_blocks_the_event_loop_keeps_its_turn(
 
 
 def test_a_plain_workflow_step_does_not_block_the_event_loop(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     busy = start_server(*FLOW, db=db, env=env)
     idle = start_server(*FLOW, db=db, env=env)
@@ -83,9 +77,9 @@ def test_a_plain_workflow_step_does_not_block_the_event_loop(
 
     assert final["status"] == "completed", final
     assert len(log_lines(folder, "block")) == 1
-    assert stored(db, "SELECT state FROM journal WHERE response_id = ?", created["id"]) == [
+    assert query(db, "SELECT state FROM journal WHERE response_id = ?", created["id"]) == [
         ("completed",)
     ]
-    assert stored(db, "SELECT recoveries FROM responses WHERE id = ?", created["id"]) == [(0,)]
+    assert query(db, "SELECT recoveries FROM responses WHERE id = ?", created["id"]) == [(0,)]
     assert max(blocked_for(busy.log()), default=0) < 2  # the 3 s step ran in a thread
     check_replays(idle.url, created["id"], final)

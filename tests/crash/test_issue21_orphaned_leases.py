@@ -15,16 +15,15 @@ graceful hand-over (a released lease) does not.
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, log_lines
+from tests.support.peek import query
 from tests.support.waiting import wait_terminal
 
 FLOW = (
@@ -49,9 +48,9 @@ def create(url: str, prompt: str) -> dict[str, Any]:
     "beside", [pytest.param(False, id="alone"), pytest.param(True, id="beside-a-running-turn")]
 )
 def test_a_turn_whose_runner_ends_without_an_end_is_recovered_counted_and_exhausted(
-    start_server: StartServer, tmp_path: Path, beside: bool
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, beside: bool
 ) -> None:
-    db, folder = tmp_path / "o.db", tmp_path / "effects"
+    db, folder = new_store("o"), tmp_path / "effects"
     server = start_server(*FLOW, db=db, env={"SIDE_EFFECTS_DIR": str(folder)})
     other = create(server.url, "wait 40") if beside else None
 
@@ -61,11 +60,8 @@ def test_a_turn_whose_runner_ends_without_an_end_is_recovered_counted_and_exhaus
     assert final["status"] == "failed", final
     assert final["error"]["code"] == "recovery_exhausted"
     assert len(log_lines(folder, "cancel")) == 3  # the first run and two recoveries
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        row = conn.execute(
-            "SELECT recoveries, epoch, owner FROM responses WHERE id = ?", (doomed["id"],)
-        ).fetchone()
-    assert row == (3, 4, None)
+    sql = "SELECT recoveries, epoch, owner FROM responses WHERE id = ?"
+    assert query(db, sql, doomed["id"]) == [(3, 4, None)]
     check_replays(server.url, doomed["id"], final)
     if other is not None:  # the turn beside it was never disturbed
         status = httpx.get(f"{server.url}/v1/responses/{other['id']}").json()["status"]

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, log_lines
 from tests.support.side_effects import runs_per_key
 from tests.support.waiting import wait_terminal, wait_until
@@ -59,9 +59,9 @@ def _create(url: str, prompt: str) -> dict[str, Any]:
     ],
 )
 def test_a_tool_body_running_at_sigterm_takes_effect_once_and_the_survivor_reuses_it(
-    start_server: StartServer, tmp_path: Path, prompt: str, tool: str
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, prompt: str, tool: str
 ) -> None:
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     first = start_server(*ARGS, db=db, env=env)
     survivor = start_server(*ARGS, db=db, env=env)

@@ -1,6 +1,7 @@
-"""Several server processes on one SQLite file (docs/guarantees.md G8, G9): each response is
-driven by one process at a time, any process serves reads, replays, live streams and
-cancels for any response, and survivors take over a killed process's responses."""
+"""Several server processes on one store, an SQLite file or a PostgreSQL database
+(docs/guarantees.md G8, G9): each response is driven by one process at a time, any process
+serves reads, replays, live streams and cancels for any response, and survivors take over
+a killed process's responses."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import StartServer
-from tests.crash._support import check_replays, log_lines, query, recoveries, wait_for_event
+from tests.conftest import NewStore, StartServer
+from tests.crash._support import check_replays, log_lines, recoveries, wait_for_event
+from tests.support.peek import query
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import check_stream, parse_sse
 from tests.support.waiting import wait_terminal, wait_until
@@ -25,14 +27,14 @@ def create(url: str, prompt: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_a_killed_process_s_responses_are_finished_by_the_survivor(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
     """A is killed at a known point of each of its runs (issue 11: killed at a random
     point, every response could fail closed and the test still passed): four are
     streaming their answer after a checkpoint that recorded their tools' results, so B
     resumes and completes them without running a tool again; one is inside the body of an
     unsafe tool, so B fails it closed (G4) and never runs the body."""
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     a = start_server(*TOOLS, db=db, env=env)
     b = start_server(*TOOLS, db=db, env=env)
@@ -70,9 +72,9 @@ def test_a_killed_process_s_responses_are_finished_by_the_survivor(
 
 
 def test_any_process_serves_reads_live_streams_and_cancels(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
-    db = tmp_path / "shared.db"
+    db = new_store("shared")
     a = start_server(*TOOLS, db=db, env={"SIDE_EFFECTS_DIR": str(tmp_path)})
     b = start_server(*TOOLS, db=db, env={"SIDE_EFFECTS_DIR": str(tmp_path)})
 
@@ -106,8 +108,10 @@ def test_any_process_serves_reads_live_streams_and_cancels(
     }
 
 
-def test_each_response_is_driven_by_one_process(start_server: StartServer, tmp_path: Path) -> None:
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+def test_each_response_is_driven_by_one_process(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
+) -> None:
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     servers = [start_server(*TOOLS, db=db, env=env) for _ in range(3)]
     created = [

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, recoveries
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects, runs_per_key
@@ -50,12 +50,12 @@ def prompt(rng: random.Random, n: int) -> str:
 
 
 def test_random_kills_lose_nothing_and_run_nothing_twice(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
     seed = int(os.environ.get("DURABLE_RESPONSES_SEED", random.randrange(2**32)))
     rng = random.Random(seed)
     print(f"seed {seed}")
-    db, folder = tmp_path / "random.db", tmp_path / "effects"
+    db, folder = new_store("random"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     servers = [start_server(*ARGS, db=db, env=env)]
     ids: list[str] = []

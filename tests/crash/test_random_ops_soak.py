@@ -14,12 +14,12 @@ def`), async ones, each safe to re-run or not. Between kills, at random:
   or of a finished response.
 
 The server is killed with SIGKILL at random moments, with something in flight each time,
-and restarted on the same SQLite file. Afterwards: every response is terminal (completed;
-failed with tool_outcome_unknown; failed with tool_output_missing only if queued behind an
-unanswered client call, and then always); unsafe tools ran at most once per call, and
-exactly once per call of a completed response; every replay is well formed and ends with
-the response; a conversation never holds half of a tool pair; and one more turn on each
-conversation completes.
+and restarted on the same store (SQLite or PostgreSQL). Afterwards: every response is
+terminal (completed; failed with tool_outcome_unknown; failed with tool_output_missing only
+if queued behind an unanswered client call, and then always); unsafe tools ran at most
+once per call, and exactly once per call of a completed response; every replay is well
+formed and ends with the response; a conversation never holds half of a tool pair; and one
+more turn on each conversation completes.
 
 Seeded: the seed is printed, and DURABLE_RESPONSES_SEED replays the schedule.
 """
@@ -39,8 +39,9 @@ import httpx
 import pytest
 
 from tests.agents.soak_agent import IDEMPOTENT, UNSAFE
-from tests.conftest import StartServer
-from tests.crash._support import check_replays, ensure_in_flight, owners, query
+from tests.conftest import NewStore, StartServer
+from tests.crash._support import check_replays, ensure_in_flight, owners
+from tests.support.peek import query
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.waiting import TERMINAL, wait_all_terminal
 
@@ -269,11 +270,11 @@ def one_round(soak: Soak, upto: int) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_random_ops_soak_kills_lose_nothing_and_break_no_pair(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
     seed = int(os.environ.get("DURABLE_RESPONSES_SEED") or random.randrange(2**32))
     print(f"seed {seed}")
-    db, folder = tmp_path / "ops.db", tmp_path / "effects"
+    db, folder = new_store("ops"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     started = time.monotonic()
     server = start_server(*ARGS, db=db, env=env)

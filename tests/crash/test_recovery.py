@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, log_lines, only_response_id, wait_for_exit
 from tests.support.side_effects import runs_per_key
 from tests.support.waiting import wait_terminal, wait_until
@@ -22,9 +22,9 @@ THREE_STEPS = (
 
 
 def test_sigterm_pauses_at_a_step_boundary_and_a_new_process_resumes_at_once(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
-    db, folder = tmp_path / "g.db", tmp_path / "effects"
+    db, folder = new_store("g"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     # A lease TTL far above the wait below: resuming must not wait for it to expire.
     args = (*TOOLS, "--lease-ttl", "120", "--scan-interval", "0.2")
@@ -72,12 +72,12 @@ def test_on_sigterm_running_turns_finish_and_new_work_is_refused(
 
 
 def test_a_poison_pill_ends_recovery_exhausted_and_the_server_stays_up(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
     """Issue 19: a restarted process's start-up recovery scan can pick the pill up (once
     the dead process's 1 s lease expired) and die before /healthz ever answered, so the
     restarts do not wait for health: each only has to die of the pill, whenever it does."""
-    db, folder = tmp_path / "p.db", tmp_path / "effects"
+    db, folder = new_store("p"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     args = (*TOOLS, "--lease-ttl", "1", "--scan-interval", "0.2", "--max-recoveries", "2")
     server = start_server(*args, db=db, env=env)
@@ -104,9 +104,9 @@ def test_a_poison_pill_ends_recovery_exhausted_and_the_server_stays_up(
 
 
 def test_a_foreground_response_of_a_dead_process_ends_failed(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
-    db = tmp_path / "f.db"
+    db = new_store("f")
     args = ("--lease-ttl", "1", "--scan-interval", "0.2")
     doomed = start_server(*args, db=db)
     with httpx.stream(

@@ -18,9 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import StartServer
-from tests.crash._support import check_replays, query, wait_for_event, wait_for_exit
+from tests.conftest import NewStore, StartServer
+from tests.crash._support import check_replays, wait_for_event, wait_for_exit
+from tests.support.peek import query
 from tests.support.side_effects import effects
+from tests.support.stores import Location
 from tests.support.waiting import wait_terminal, wait_until
 
 FAST = ("--agent", "tests.agents.tool_agent:agent", "--lease-ttl", "2", "--scan-interval", "0.2")
@@ -86,7 +88,7 @@ def input_items(url: str, response_id: str) -> list[Item]:
     return data
 
 
-def wait_phase(url: str, response_id: str, phase: str, db: Path | None = None) -> None:
+def wait_phase(url: str, response_id: str, phase: str, db: Location | None = None) -> None:
     if phase == "text":
         wait_for_event(url, response_id, "response.output_text.delta", None)
         return
@@ -166,9 +168,9 @@ def assert_saw_the_lane(
     "strategy", [pytest.param("interrupt", id="interrupt"), pytest.param("rollback", id="rollback")]
 )
 def test_a_steer_sent_to_one_process_stops_the_turn_another_drives(
-    start_server: StartServer, tmp_path: Path, strategy: str, phase: str
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, strategy: str, phase: str
 ) -> None:
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     a = start_server(*FAST, db=db, env=env)
     b = start_server(*FAST, db=db, env=env)
@@ -207,9 +209,9 @@ def test_a_steer_sent_to_one_process_stops_the_turn_another_drives(
 
 
 def test_a_steer_on_a_chain_reaches_the_process_that_drives_it(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
-    db = tmp_path / "shared.db"
+    db = new_store("shared")
     env = {"SIDE_EFFECTS_DIR": str(tmp_path / "effects")}
     a = start_server(*FAST, db=db, env=env)
     b = start_server(*FAST, db=db, env=env)
@@ -238,12 +240,12 @@ def test_a_steer_on_a_chain_reaches_the_process_that_drives_it(
 
 
 def test_a_crash_right_after_a_steer_is_accepted_still_interrupts_and_runs_the_new_turn(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
     """The process dies (failpoint `accepted`, the 2nd create) after the steering turn is
     committed and before it told the running turn or answered: the client never learns
     the new turn's id, yet it runs once, after the interrupted turn."""
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     dying = start_server(*FAST, db=db, env={**env, "DURABLE_RESPONSES_FAILPOINT": "accepted:2"})
     conversation = new_conversation(dying.url)
@@ -280,9 +282,9 @@ def test_a_crash_right_after_a_steer_is_accepted_still_interrupts_and_runs_the_n
     "phase", [pytest.param("text", id="streaming-text"), pytest.param("tool", id="running-a-tool")]
 )
 def test_a_sigkill_while_a_turn_is_being_interrupted_leaves_a_consistent_lane(
-    start_server: StartServer, tmp_path: Path, phase: str
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, phase: str
 ) -> None:
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     dying = start_server(*FAST, db=db, env=env)
     conversation = new_conversation(dying.url)
@@ -322,9 +324,9 @@ def test_a_sigkill_while_a_turn_is_being_interrupted_leaves_a_consistent_lane(
     "lane", [pytest.param("conversation", id="conversation"), pytest.param("chain", id="chain")]
 )
 def test_turns_queued_at_a_crash_each_run_once_in_order_after_restart(
-    start_server: StartServer, tmp_path: Path, lane: str
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, lane: str
 ) -> None:
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     dying = start_server(*FAST, db=db, env=env)
     conversation = new_conversation(dying.url) if lane == "conversation" else None
@@ -368,12 +370,12 @@ def test_turns_queued_at_a_crash_each_run_once_in_order_after_restart(
 
 
 def test_a_foreground_turn_waiting_in_place_at_a_crash_fails_and_the_queue_goes_on(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
     """A foreground create is driven by its request: when its process dies nobody waits
     for it any more, so it ends `failed` (server_error) without running (docs/guarantees.md,
     Foreground responses); the turn queued behind it still runs, once."""
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     dying = start_server(*FAST, db=db, env=env)
     conversation = new_conversation(dying.url)
@@ -407,7 +409,7 @@ def post_ignoring_errors(url: str, body: dict[str, Any]) -> None:
         httpx.post(f"{url}/v1/responses", json=body, timeout=30)
 
 
-def response_ids(db: Path) -> list[str]:
+def response_ids(db: Location) -> list[str]:
     """Every response in the store, oldest first (a client may never have learned an id:
     its server died before answering, or its create is still waiting in its lane)."""
     return [str(row[0]) for row in query(db, "SELECT id FROM responses ORDER BY rowid")]

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from openai.types.responses import Response
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, only_response_id, wait_for_exit
 from tests.support.fake_upstream import FakeUpstream, text, tool_calls
 from tests.support.side_effects import runs_per_key
@@ -25,9 +25,9 @@ PREFACE = "Let me check the weather."
 
 
 def test_a_crash_after_a_step_with_text_and_calls_streamed_repeats_neither(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
-    db, effects = tmp_path / "window.db", tmp_path / "effects"
+    db, effects = new_store("window"), tmp_path / "effects"
     upstream = FakeUpstream().start()
     try:
         # The first stream dies unrecorded, so the resumed turn asks the model again.

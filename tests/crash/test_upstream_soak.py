@@ -6,7 +6,8 @@ a real HTTP server in this process) and the soak agent's tools. The fake scripts
 by its history: an idempotent `note`, then an unsafe `transfer`, then `note` again, each a
 step of its own, then a text answer; its chunks are paced so that kills land in every
 phase. Background responses are created in batches while the server is killed with
-SIGKILL at random moments and restarted on the same SQLite file each time.
+SIGKILL at random moments and restarted on the same store each time (SQLite or
+PostgreSQL).
 
 Afterwards: every response is completed, or failed with tool_outcome_unknown; `transfer`
 ran at most once per response, exactly once for a completed one; no history the upstream
@@ -23,7 +24,6 @@ import json
 import os
 import random
 import secrets
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -33,9 +33,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import ensure_in_flight, owners, replay
 from tests.support.fake_upstream import FakeUpstream, Turn, text, tool_calls
+from tests.support.peek import count
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import TERMINAL_TYPES, check_stream
 from tests.support.waiting import wait_all_terminal
@@ -82,12 +83,12 @@ def upstream() -> Iterator[FakeUpstream]:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_upstream_soak_kills_lose_nothing_and_send_no_unpaired_history(
-    start_server: StartServer, upstream: FakeUpstream, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     seed = int(os.environ.get("DURABLE_RESPONSES_SEED") or random.randrange(2**32))
     rng = random.Random(seed)
     print(f"seed {seed}")
-    db, folder = tmp_path / "soak.db", tmp_path / "effects"
+    db, folder = new_store("soak"), tmp_path / "effects"
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     args = (*ARGS, "--upstream-base-url", upstream.url)
     started = time.monotonic()
@@ -106,10 +107,7 @@ def test_upstream_soak_kills_lose_nothing_and_send_no_unpaired_history(
         dead |= owners(db)
         server = start_server(*args, db=db, env=env)
     finals = wait_all_terminal(server.url, ids, deadline=120)
-    with sqlite3.connect(db) as conn:
-        (recovered,) = conn.execute(
-            "SELECT count(*) FROM responses WHERE recoveries > 0"
-        ).fetchone()
+    recovered = count(db, "SELECT count(*) FROM responses WHERE recoveries > 0")
     outcomes = Counter(
         final["status"] + (f"/{final['error']['code']}" if final.get("error") else "")
         for final in finals.values()

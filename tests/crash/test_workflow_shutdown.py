@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import StartServer
+from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, log_lines
 from tests.support.side_effects import runs_per_key
 from tests.support.waiting import wait_terminal, wait_until
@@ -29,9 +29,9 @@ FAST = ("--lease-ttl", "120", "--scan-interval", "0.2", "--shutdown-grace", "0.3
     ],
 )
 def test_a_workflow_step_running_at_sigterm_takes_effect_once(
-    start_server: StartServer, tmp_path: Path, handler: str, step: str
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, handler: str, step: str
 ) -> None:
-    db, folder = tmp_path / "shared.db", tmp_path / "effects"
+    db, folder = new_store("shared"), tmp_path / "effects"
     args = ("--agent", f"tests.agents.slow_workflow_agent:{handler}", *FAST)
     env = {"SIDE_EFFECTS_DIR": str(folder)}
     first = start_server(*args, db=db, env=env)

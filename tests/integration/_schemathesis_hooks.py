@@ -9,12 +9,15 @@ through SCHEMATHESIS_HOOKS, in its own process; `DR_TEST_DB` names the server's 
 
 from __future__ import annotations
 
+import functools
 import os
-import sqlite3
 from typing import Any
 
 import schemathesis
 from schemathesis import Case, CheckContext, GenerationMode, HookContext, Response
+
+from tests.support.peek import Peek
+from tests.support.stores import as_location
 
 # (code, param) of the 400s a schema-valid request may still get.
 DOCUMENTED_REFUSALS = {
@@ -35,10 +38,15 @@ DOCUMENTED_CODES = {"tool_call_not_found", "tool_output_missing", "duplicate_too
 _stored_before: dict[str, int] = {}
 
 
+@functools.cache
+def _store() -> Peek:
+    """One connection for the whole run (closed when the process ends): two reads per
+    create, and a new PostgreSQL connection per read would slow the run several-fold."""
+    return Peek(as_location(os.environ["DR_TEST_DB"]))
+
+
 def _responses_stored() -> int:
-    with sqlite3.connect(f"file:{os.environ['DR_TEST_DB']}?mode=ro", uri=True) as connection:
-        count: int = connection.execute("SELECT count(*) FROM responses").fetchone()[0]
-        return count
+    return _store().count("SELECT count(*) FROM responses")
 
 
 def _is_create(case: Case) -> bool:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.fake_upstream import FakeUpstream
+from tests.support.stores import backend_params
 
 
 @pytest.fixture
@@ -15,3 +16,8 @@ def fake_upstream() -> Iterator[FakeUpstream]:
     upstream = FakeUpstream().start()
     yield upstream
     upstream.stop()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test here that starts a server runs on SQLite and on PostgreSQL."""
+    backend_params(metafunc)

@@ -16,9 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import StartServer
+from tests.conftest import StartServer, serving
 from tests.support.schemas import validate_error_envelope
 from tests.support.server import ServerProcess
+from tests.support.stores import Stores
 from tests.support.waiting import wait_terminal
 
 # Placeholders in paths and bodies, replaced by the ids of the module's fixtures.
@@ -1275,11 +1276,12 @@ LIMIT = 2048
 
 
 @pytest.fixture(scope="module")
-def small_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    folder = tmp_path_factory.mktemp("small-body-server")
-    process = ServerProcess(folder / "small.db", args=("--max-body-bytes", str(LIMIT))).start()
-    yield process
-    process.stop()
+def small_server(
+    stores: Stores, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("small_body")
+    with serving(stores, folder, "--max-body-bytes", str(LIMIT)) as process:
+        yield process
 
 
 @pytest.fixture

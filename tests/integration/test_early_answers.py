@@ -20,19 +20,22 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.conftest import serving
 from tests.support.schemas import validate_error_envelope
 from tests.support.server import ServerProcess
+from tests.support.stores import Stores
 
 LIMIT = 2048
 TIMEOUT = 15.0
 
 
 @pytest.fixture(scope="module")
-def small_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    folder = tmp_path_factory.mktemp("early-answers")
-    process = ServerProcess(folder / "early.db", args=("--max-body-bytes", str(LIMIT))).start()
-    yield process
-    process.stop()
+def small_server(
+    stores: Stores, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("early_answers")
+    with serving(stores, folder, "--max-body-bytes", str(LIMIT)) as process:
+        yield process
 
 
 def chunk(data: bytes) -> bytes:

@@ -13,15 +13,16 @@ refuses to write a non-finite number.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.conftest import serving
+from tests.support.peek import count
 from tests.support.server import ServerProcess
+from tests.support.stores import Location, Stores
 
 OUT_OF_RANGE = ["1e309", "-1e309", "1E400", "123456789e999"]
 PLACES = {
@@ -43,10 +44,9 @@ MODES = {
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("issue12") / "responses.db").start()
-    yield process
-    process.kill()
+def served(stores: Stores, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with serving(stores, tmp_path_factory.mktemp("nonfinite")) as process:
+        yield process
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +55,8 @@ def http(served: ServerProcess) -> Iterator[httpx.Client]:
         yield client
 
 
-def stored(db: Path) -> int:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
-        count: int = connection.execute("SELECT count(*) FROM responses").fetchone()[0]
-        return count
+def stored(db: Location) -> int:
+    return count(db, "SELECT count(*) FROM responses")
 
 
 def body(place: str, number: str, mode: str) -> bytes:

@@ -10,24 +10,22 @@ fails; a refusal stores nothing and runs nothing.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import StartServer
+from tests.support.peek import count
 from tests.support.server import ServerProcess
+from tests.support.stores import Location
 from tests.support.waiting import poll_until
 
 
-def stored(db: Path) -> int:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
-        count: int = connection.execute("SELECT count(*) FROM responses").fetchone()[0]
-        return count
+def stored(db: Location) -> int:
+    return count(db, "SELECT count(*) FROM responses")
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ def vanish(db: Path, how: str) -> None:
             Path(f"{db}{suffix}").unlink(missing_ok=True)
 
 
+@pytest.mark.sqlite_only("the SQLite database file is deleted or replaced under the server")
 @pytest.mark.parametrize(
     "how",
     [

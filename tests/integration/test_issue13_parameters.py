@@ -12,7 +12,6 @@ gives logprobs; the Response reports the model that answered.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -31,6 +30,7 @@ from tests.integration._responses_support import (
     text_of,
 )
 from tests.support.fake_upstream import FakeUpstream, fault, text
+from tests.support.peek import count
 from tests.support.schemas import validate_error_envelope, validate_item, validate_response
 from tests.support.server import ServerProcess
 
@@ -48,9 +48,7 @@ JSON_SCHEMA_FORMAT = {"type": "json_schema", "name": "weather", "schema": SCHEMA
 
 
 def _stored(server: ServerProcess) -> int:
-    with sqlite3.connect(f"file:{server.db}?mode=ro", uri=True) as connection:
-        count: int = connection.execute("SELECT count(*) FROM responses").fetchone()[0]
-        return count
+    return count(server.db, "SELECT count(*) FROM responses")
 
 
 FILE = {"type": "input_file", "file_id": "file-1"}

@@ -12,7 +12,6 @@ Background mode and an `Idempotency-Key` need `store` true (400).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,25 +22,25 @@ import pytest
 
 from tests.conftest import StartServer, make_client
 from tests.integration._responses_support import MODEL, SLOW, checked_events, checked_response
+from tests.support.peek import count, query
 from tests.support.server import ServerProcess
+from tests.support.stores import Location
 from tests.support.waiting import wait_until
 
 TABLES = ("responses", "response_items", "events", "steps", "journal", "idempotency_keys")
 LOOKUP = '[[call lookup {"city": "Paris"}]] weather please'
 
 
-def rows_of(db: Path, response_id: str) -> dict[str, int]:
+def rows_of(db: Location, response_id: str) -> dict[str, int]:
     """How many rows each table holds for the response."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
-        counts = {}
-        for table in TABLES:
-            column = "id" if table == "responses" else "response_id"
-            sql = f"SELECT count(*) FROM {table} WHERE {column} = ?"
-            counts[table] = connection.execute(sql, (response_id,)).fetchone()[0]
-        return counts
+    counts = {}
+    for table in TABLES:
+        column = "id" if table == "responses" else "response_id"
+        counts[table] = count(db, f"SELECT count(*) FROM {table} WHERE {column} = ?", response_id)
+    return counts
 
 
-def kept(db: Path, response_id: str) -> bool:
+def kept(db: Location, response_id: str) -> bool:
     return any(rows_of(db, response_id).values())
 
 
@@ -155,8 +154,7 @@ def test_what_needs_store_true_is_refused_with_store_false(
         sdk.responses.create(model=MODEL, input="hi", store=False, **options)
 
     assert caught.value.param == param
-    with sqlite3.connect(f"file:{tool_server.db}?mode=ro", uri=True) as connection:
-        assert connection.execute("SELECT count(*) FROM responses").fetchone()[0] == 0
+    assert count(tool_server.db, "SELECT count(*) FROM responses") == 0
 
 
 def test_a_store_false_response_cut_by_a_crash_is_ended_and_deleted_on_restart(
@@ -170,11 +168,15 @@ def test_a_store_false_response_cut_by_a_crash_is_ended_and_deleted_on_restart(
         httpx.Client(base_url=server.url, timeout=30.0) as http,
         http.stream("POST", "/v1/responses", json=body) as streamed,
     ):
-        for line in streamed.iter_lines():
+        # Held until the kill: a generator dropped early closes the connection, and the
+        # hang-up (not the crash) would end the response, and delete it, first.
+        lines = streamed.iter_lines()
+        for line in lines:
             if line.startswith("data: ") and '"response.output_text.delta"' in line:
                 break
         response_id = _created_id(server.db)
         server.kill()
+        lines.close()
     assert kept(server.db, response_id)
 
     restarted = start_server("--lease-ttl", "1", "--scan-interval", "0.2", db=server.db)
@@ -188,7 +190,6 @@ def test_a_store_false_response_cut_by_a_crash_is_ended_and_deleted_on_restart(
         sdk.responses.retrieve(response_id)
 
 
-def _created_id(db: Path) -> str:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
-        [(response_id,)] = connection.execute("SELECT id FROM responses").fetchall()
-        return str(response_id)
+def _created_id(db: Location) -> str:
+    [(response_id,)] = query(db, "SELECT id FROM responses")
+    return str(response_id)

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import StartServer, make_client
+from tests.conftest import NewStore, StartServer, make_client
 from tests.support.schemas import validate_error_envelope
 from tests.support.server import ServerProcess
 
@@ -176,12 +176,12 @@ def test_health_needs_no_key_and_the_sdk_raises_authentication_error(keyed: Serv
 
 
 def test_an_open_server_says_so_once_and_a_required_key_refuses_to_start(
-    start_server: StartServer, tmp_path: Path
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:
     open_server = start_server()
     assert open_server.log().count("no API keys configured") == 1
 
-    refused = ServerProcess(tmp_path / "r.db", args=("--require-keys",))
+    refused = ServerProcess(new_store("refused"), args=("--require-keys",), log=tmp_path / "r.log")
     refused.start(wait=False)
     assert refused.proc is not None
     assert refused.proc.wait(30) == 2

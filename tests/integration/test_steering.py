@@ -13,7 +13,6 @@ proves which items a turn saw. Tool side effects are counted in files, outside t
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,8 +27,10 @@ import pytest
 
 from tests.conftest import StartServer, make_client
 from tests.integration._responses_support import MODEL, checked_events, get_stream, types
+from tests.support.peek import count
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects
+from tests.support.stores import Location
 from tests.support.stream_rules import parse_sse
 from tests.support.waiting import DEADLINE, wait_status, wait_terminal, wait_until
 
@@ -681,16 +682,14 @@ def test_a_foreground_create_on_a_busy_lane_returns_when_its_turn_has_run(
     assert second.usage is not None and second.usage.input_tokens == history_words(seen)
 
 
-def waiting_turns(db: Path, conversation_id: str) -> int:
+def waiting_turns(db: Location, conversation_id: str) -> int:
     """Turns of the conversation stored and not finished (read-only look at the store: a
     foreground create that waits in place has no id the client could know yet)."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM responses WHERE conversation_id = ?"
-            " AND status IN ('queued', 'in_progress')",
-            (conversation_id,),
-        ).fetchone()
-    return int(row[0])
+    sql = (
+        "SELECT count(*) FROM responses WHERE conversation_id = ?"
+        " AND status IN ('queued', 'in_progress')"
+    )
+    return count(db, sql, conversation_id)
 
 
 def test_interrupt_stops_the_running_turn_not_a_foreground_turn_waiting_behind_it(

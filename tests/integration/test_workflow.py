@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import StartServer, make_client
+from tests.conftest import NewStore, StartServer, make_client
 from tests.support.stream_rules import check_stream, parse_sse
 from tests.support.waiting import wait_terminal
 
@@ -51,9 +51,9 @@ def test_a_workflow_runs_each_stage_once_and_reports_them(
 
 @pytest.mark.parametrize("stage", ["reserve", "charge"])
 def test_after_a_crash_the_workflow_resumes_at_its_first_unfinished_stage(
-    start_server: StartServer, tmp_path: Path, stage: str
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, stage: str
 ) -> None:
-    db = tmp_path / "wf.db"
+    db = new_store("wf")
     env = {"SIDE_EFFECTS_DIR": str(tmp_path)}
     doomed = start_server(*WORKFLOW, db=db, env={**env, "CRASH_AFTER_STAGE": stage})
     created = httpx.post(

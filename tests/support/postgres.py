@@ -157,6 +157,14 @@ class ThrowawayPostgres:
 
     def create_database(self, name: str) -> str:
         """A new empty database; its URL."""
+        self._psql(f'CREATE DATABASE "{name}"')
+        return self.database_url(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop a database, closing any connection still open to it."""
+        self._psql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def _psql(self, command: str) -> None:
         self._run(
             str(self.bindir / "psql"),
             "-h",
@@ -170,9 +178,8 @@ class ThrowawayPostgres:
             "-v",
             "ON_ERROR_STOP=1",
             "-c",
-            f'CREATE DATABASE "{name}"',
+            command,
         )
-        return self.database_url(name)
 
     def stop(self) -> None:
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.stores import Location
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,20 +50,23 @@ def wait_healthy(
 
 
 class ServerProcess:
-    """`python -m server` on 127.0.0.1 with its own SQLite file and log file."""
+    """`python -m server` on 127.0.0.1 with its store (an SQLite file or a PostgreSQL
+    URL, tests/support/stores.py) and its log file (beside an SQLite file by default)."""
 
     def __init__(
         self,
-        db: Path,
+        db: Location,
         *,
         args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
         log: Path | None = None,
     ) -> None:
+        if log is None and not isinstance(db, Path):
+            raise ValueError("a server on a PostgreSQL URL needs a log path")
         self.db = db
         self.args = args
         self.env = env or {}
-        self.log_path = log or db.with_suffix(".log")
+        self.log_path = log or Path(db).with_suffix(".log")
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
