@@ -9,7 +9,8 @@ import os
 
 ACCEPTED = "accepted"  # create committed, run not started
 MODEL_STREAM = "model_stream"  # in the middle of a model stream, after some events
-STEP_STREAMED = "step_streamed"  # a step's stream ended with server calls, not yet recorded
+STEP_STREAMED = "step_streamed"  # a step's stream ended with calls, not yet recorded
+ANSWER_STREAMED = "answer_streamed"  # the last step's answer streamed, its close and end not
 STEP_RECORDED = "step_recorded"  # step record committed, no tool claimed yet
 TOOL_CLAIMED = "tool_claimed"  # journal claim committed, tool body not started
 TOOL_EFFECT = "tool_effect"  # tool body returned (effect done), result not recorded
@@ -21,6 +22,7 @@ ALL = (
     ACCEPTED,
     MODEL_STREAM,
     STEP_STREAMED,
+    ANSWER_STREAMED,
     STEP_RECORDED,
     TOOL_CLAIMED,
     TOOL_EFFECT,

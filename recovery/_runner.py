@@ -84,6 +84,7 @@ class TurnRunner:
         self._emitter = Emitter(json.loads(record.snapshot), record.last_seq + 1)
         self._usage: Usage | None = usage_from_object(self._emitter.response.get("usage"))
         self._step = record.step
+        self._closing: list[dict[str, Any]] = []  # the last step's close, held for the end
         self.started = False  # False while a foreground turn waits for its lane
         # Paused or cut by a shutdown, leaving nothing unrecorded: its lease may be
         # released for another process to resume it at once.
@@ -183,18 +184,29 @@ class TurnRunner:
                 call_events = self._emitter.function_calls(deltas)
                 calls = [i for i in self._emitter.output[first:] if i["type"] == "function_call"]
                 server_calls = [c for c in calls if c["name"] in phase.tools]
+                if calls:
+                    # Client calls too: published only with their step's record, so that
+                    # recovery ends the turn on them rather than asking the model again
+                    # with a call in the history that nothing answers.
+                    if fp.armed(fp.STEP_STREAMED):  # its worst moment: all else is committed
+                        await self._flush()
+                    fp.failpoint(fp.STEP_STREAMED)
+                    await self._record_step(calls, call_events)
+                    fp.failpoint(fp.STEP_RECORDED)
+                else:
+                    # The last step's close commits with the terminal write (`_finish`):
+                    # logged as finished before the end, a recovered turn would ask the
+                    # model again and repeat the answer.
+                    self._closing = call_events
+                    if fp.armed(fp.ANSWER_STREAMED):  # its worst moment: all else is committed
+                        await self._flush()
+                    fp.failpoint(fp.ANSWER_STREAMED)
                 if not server_calls:
-                    self._sink.emit(call_events)
                     if incomplete is not None:
                         return Outcome(
                             ResponseStatus.INCOMPLETE, incomplete_reason=incomplete.reason
                         )
                     return Outcome(ResponseStatus.COMPLETED)
-                if fp.armed(fp.STEP_STREAMED):  # its worst moment: all else is committed
-                    await self._flush()
-                fp.failpoint(fp.STEP_STREAMED)
-                await self._record_step(calls, call_events)
-                fp.failpoint(fp.STEP_RECORDED)
             else:
                 calls = step_items
                 server_calls = [c for c in calls if c["name"] in phase.tools]
@@ -450,23 +462,28 @@ class TurnRunner:
         emitter, sink = self._emitter, self._sink
         failed = outcome.status == ResponseStatus.FAILED
         # A stopped turn's partial text is its answer (interrupt); a failed one has none.
-        sink.emit(emitter.drop_open() if failed else emitter.close_open("incomplete"))
+        # What closes the output commits with the terminal event, in one transaction.
+        closing = self._closing + (
+            emitter.drop_open() if failed else emitter.close_open("incomplete")
+        )
         try:
             try:
-                terminal = await self._save_terminal(outcome)
+                terminal = await self._save_terminal(outcome, closing)
             except StopRequested as request:
                 # A cancel or steer was recorded before this end could be: it wins (G9).
-                terminal = await self._save_terminal(stopped(request.kind))
+                terminal = await self._save_terminal(stopped(request.kind), closing)
         except TurnStopped:  # only a lost lease stops a terminal write (`lease_held`)
             return self._lost()
         except StoreError as exc:
             return await self._abandon(exc)
         fp.failpoint(fp.TERMINAL)
         if not sink.durable:
-            sink.emit([terminal])
+            sink.emit([*closing, terminal])
         self._resolve()
 
-    async def _save_terminal(self, outcome: Outcome) -> dict[str, Any]:
+    async def _save_terminal(
+        self, outcome: Outcome, closing: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         emitter = self._emitter
         seq = emitter.next_seq
         terminal = emitter.finish(
@@ -478,7 +495,7 @@ class TurnRunner:
         keeps_history = outcome.status in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE)
         try:
             await self._save_snapshot(
-                [terminal],
+                [*closing, terminal],
                 status=outcome.status,
                 last_seq=terminal["sequence_number"],
                 terminal=True,
