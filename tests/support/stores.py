@@ -13,7 +13,7 @@ with tests/support/peek.py.
 
 `backend_params` parametrizes a suite over both; `sqlite_only(reason)` keeps a test on
 SQLite (it is about SQLite itself: its file, its disk); `postgres_xfail(reason)` marks
-the PostgreSQL case of a test as a known bug, strictly.
+the PostgreSQL case of a test as a known bug, strictly unless `strict=False`.
 """
 
 from __future__ import annotations
@@ -86,11 +86,13 @@ def backend_params(metafunc: pytest.Metafunc) -> None:
 
 def mark_postgres_xfails(items: list[pytest.Item]) -> None:
     """A test (or one of its params) marked postgres_xfail(reason) is a strict xfail in
-    its PostgreSQL case only."""
+    its PostgreSQL case only; postgres_xfail(reason, strict=False) for a bug that shows
+    only now and then (a soak's random schedule)."""
     for item in items:
         marker = item.get_closest_marker("postgres_xfail")
         callspec = getattr(item, "callspec", None)
         if marker is None or callspec is None or callspec.params.get("backend") != "postgres":
             continue
         reason = marker.args[0] if marker.args else marker.kwargs["reason"]
-        item.add_marker(pytest.mark.xfail(strict=True, reason=f"PostgreSQL: {reason}"))
+        strict = marker.kwargs.get("strict", True)
+        item.add_marker(pytest.mark.xfail(strict=strict, reason=f"PostgreSQL: {reason}"))
