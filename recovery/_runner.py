@@ -141,8 +141,10 @@ class TurnRunner:
                 return await self._pause()
             outcome = stopped(stop.reason)
         except ToolOutcomeUnknown as unknown:
-            for output in unknown.outputs:  # the calls that did finish stay recorded
-                self._sink.emit(self._emitter.add_item(output))
+            for output in unknown.outputs:  # the calls that did finish stay recorded,
+                # published with the end: logged before it, a crash in between would have
+                # the next run publish them again
+                self._closing.extend(self._emitter.add_item(output))
             outcome = failed("tool_outcome_unknown", str(unknown))
         except ModelError as exc:
             outcome = failed(exc.code, exc.message)
@@ -210,6 +212,8 @@ class TurnRunner:
             else:
                 calls = step_items
                 server_calls = [c for c in calls if c["name"] in phase.tools]
+                if not server_calls:  # a recorded step of client calls: the turn ends there
+                    return Outcome(ResponseStatus.COMPLETED)
             outputs = await phase.run(server_calls, budget.tool_calls, step=self._step)
             await self._checkpoint(outputs)
             fp.failpoint(fp.CHECKPOINT)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 
 from .._records import ConversationRecord, ItemRow
@@ -10,8 +11,19 @@ from ._base import Order, PostgresBase
 from ._database import Tx
 from ._sql import CONVERSATION_COLUMNS, conversation
 
-_TOOL_ITEM = "(item::jsonb ->> 'type') IN ('function_call', 'function_call_output')"
-_CALL_ID = "(item::jsonb ->> 'call_id')"
+_TOOL_TYPES = ("function_call", "function_call_output")
+# A cheap filter in SQL; the JSON is read here, in Python, because PostgreSQL's json
+# functions refuse a NUL character (\u0000) that a user's item may hold anywhere.
+_MAYBE_TOOL_ITEM = "strpos(item, '\"function_call') > 0"
+
+
+def _call_id(text: str) -> str | None:
+    """The call id of a function call or its output, None for any other item."""
+    item = json.loads(text)
+    if item.get("type") in _TOOL_TYPES:
+        call_id = item.get("call_id")
+        return call_id if isinstance(call_id, str) else None
+    return None
 
 
 class ConversationStore(PostgresBase):
@@ -102,11 +114,11 @@ class ConversationStore(PostgresBase):
 
     async def _tool_items(self, tx: Tx, conversation_id: str) -> list[str]:
         rows = await tx.conn.fetch(
-            f"SELECT item FROM conversation_items WHERE conversation_id = $1 AND {_TOOL_ITEM}"
-            " ORDER BY position",
+            "SELECT item FROM conversation_items WHERE conversation_id = $1"
+            f" AND {_MAYBE_TOOL_ITEM} ORDER BY position",
             conversation_id,
         )
-        return [r[0] for r in rows]
+        return [r[0] for r in rows if json.loads(r[0]).get("type") in _TOOL_TYPES]
 
     async def list_conversation_items(
         self, conversation_id: str, *, after: str | None, order: Order, limit: int
@@ -136,16 +148,33 @@ class ConversationStore(PostgresBase):
         half of a pair, which every later history would carry to the model (G5)."""
 
         async def op(tx: Tx) -> bool:
-            status = await tx.conn.execute(
-                "DELETE FROM conversation_items WHERE conversation_id = $1 AND (item_id = $2"
-                f" OR ({_TOOL_ITEM} AND {_CALL_ID} = (SELECT {_CALL_ID} FROM conversation_items"
-                f"  WHERE conversation_id = $1 AND item_id = $2 AND {_TOOL_ITEM})))",
+            conn = tx.conn
+            row = await conn.fetchrow(
+                "SELECT item FROM conversation_items WHERE conversation_id = $1"
+                " AND item_id = $2 FOR UPDATE",
                 conversation_id,
                 item_id,
             )
-            return status != "DELETE 0"
+            if row is None:
+                return False
+            doomed = [item_id]
+            call_id = _call_id(row[0])
+            if call_id is not None:
+                pairs = await conn.fetch(
+                    "SELECT item_id, item FROM conversation_items WHERE conversation_id = $1"
+                    f" AND {_MAYBE_TOOL_ITEM} FOR UPDATE",
+                    conversation_id,
+                )
+                doomed += [r[0] for r in pairs if r[0] != item_id and _call_id(r[1]) == call_id]
+            await conn.execute(
+                "DELETE FROM conversation_items WHERE conversation_id = $1"
+                " AND item_id = ANY($2::text[])",
+                conversation_id,
+                doomed,
+            )
+            return True
 
-        return await self._write("delete conversation item", op, atomic=False)
+        return await self._write("delete conversation item", op)
 
     async def conversation_history(self, conversation_id: str, upto: int | None) -> list[str]:
         """Item JSON texts of a conversation, oldest first; with `upto`, only the items

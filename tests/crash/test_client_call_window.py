@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, only_response_id, wait_for_exit
-from tests.support.waiting import wait_terminal
+from tests.support.waiting import TERMINAL, wait_terminal, wait_until
 
 EXIT_AT_FAILPOINT = 86
 FAST = ("--lease-ttl", "2", "--scan-interval", "0.2")
@@ -77,3 +77,38 @@ def test_a_crash_after_the_last_answer_streamed_does_not_repeat_it(
     assert final["status"] == "completed", final["error"]
     assert [(i["type"], i["status"]) for i in final["output"]] == [("message", "completed")]
     check_replays(survivor.url, response_id, final)
+
+
+def test_a_recovered_client_call_step_ends_the_turn_before_any_checkpoint(
+    start_server: StartServer, new_store: NewStore
+) -> None:
+    """A recovered turn whose recorded step holds only client calls ends there: it used to
+    write a checkpoint first, and a crash between that checkpoint and the end made the next
+    recovery ask the model with the client call unanswered (found by the random soak)."""
+    db = new_store("recovered-client-call")
+    doomed = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_FAILPOINT": "step_recorded"})
+    request = {
+        "model": "m",
+        "input": '[[call ask_user {"q": "which city?"}]]',
+        "tools": [ASK_USER],
+        "background": True,
+    }
+    httpx.post(f"{doomed.url}/v1/responses", json=request, timeout=30)
+    assert wait_for_exit(doomed) == EXIT_AT_FAILPOINT
+    response_id = only_response_id(db)
+
+    # This process would die at a checkpoint; the recovered turn must need none.
+    survivor = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_FAILPOINT": "checkpoint"})
+    assert survivor.proc is not None
+
+    def ended() -> bool:
+        assert survivor.proc is not None
+        if survivor.proc.poll() is not None:
+            raise AssertionError(f"the survivor died at a checkpoint:\n{survivor.log()}")
+        status = httpx.get(f"{survivor.url}/v1/responses/{response_id}", timeout=10).json()
+        return status["status"] in TERMINAL
+
+    wait_until(ended, "the recovered turn to end")
+    final = wait_terminal(survivor.url, response_id)
+    assert final["status"] == "completed", final["error"]
+    assert final["output"][-1]["type"] == "function_call"

@@ -269,17 +269,6 @@ def one_round(soak: Soak, upto: int) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-@pytest.mark.postgres_xfail(
-    "now and then (2 runs in 12) a crash between two commits of a turn's end breaks a pair:"
-    " (1) a turn failed tool_outcome_unknown emits the finished calls' outputs through the"
-    " sink before the terminal write (recovery/_runner.py run()), so a kill in between leaves"
-    " them in the log and the next recovery emits them again: an output twice, another call"
-    " with none; (2) after a step of client calls only, a recovered run checkpoints (step+1)"
-    " before its terminal write, so a kill in between makes the next recovery ask the model"
-    " again with the client call unanswered: failed server_error. recovery/ bugs; the longer"
-    " commits of PostgreSQL widen the window",
-    strict=False,
-)
 def test_random_ops_soak_kills_lose_nothing_and_break_no_pair(
     start_server: StartServer, new_store: NewStore, tmp_path: Path
 ) -> None:

@@ -110,11 +110,6 @@ def run_schemathesis(server: ServerProcess, folder: Path, phases: str) -> None:
             "embedded",
             "coverage,fuzzing,stateful",
             id="embedded",
-            marks=pytest.mark.postgres_xfail(
-                "a conversation holding an item with a NUL character (JSON \\u0000) cannot"
-                " have any item deleted: store/postgres casts item text to jsonb, which refuses"
-                " \\u0000 (SQLSTATE 22P05), and DELETE .../items/{id} answers 503"
-            ),
         ),
         pytest.param("upstream", "fuzzing,stateful", id="upstream"),
     ],

@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import re
 import sqlite3
+import threading
 from typing import Any
 
 import asyncpg
@@ -40,15 +41,17 @@ def count(location: Location, sql: str, *params: Any) -> int:
 class Peek:
     """One read-only connection to a store, kept open for a caller that reads it often (a
     new PostgreSQL connection is a new server process: tens of milliseconds on a loaded
-    machine). Each query sees what was committed before it. Close it after use."""
+    machine). Each query sees what was committed before it. Any thread may use it, one
+    at a time (schemathesis calls its hooks from worker threads). Close it after use."""
 
     def __init__(self, location: Location) -> None:
         self._sqlite: sqlite3.Connection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._postgres: asyncpg.Connection | None = None
+        self._lock = threading.Lock()
         if not is_postgres(location):
             uri = f"file:{location}?mode=ro"
-            self._sqlite = sqlite3.connect(uri, uri=True, timeout=10)
+            self._sqlite = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
             return
         self._loop = asyncio.new_event_loop()
         settings = {"default_transaction_read_only": "on"}
@@ -60,11 +63,13 @@ class Peek:
             raise
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        if self._sqlite is not None:
-            return self._sqlite.execute(sql, params).fetchall()
-        assert self._loop is not None and self._postgres is not None
-        rows = self._loop.run_until_complete(self._postgres.fetch(_to_postgres(sql), *params))
-        return [tuple(row) for row in rows]
+        with self._lock:
+            if self._sqlite is not None:
+                return self._sqlite.execute(sql, params).fetchall()
+            assert self._loop is not None and self._postgres is not None
+            fetch = self._postgres.fetch(_to_postgres(sql), *params)
+            rows = self._loop.run_until_complete(fetch)
+            return [tuple(row) for row in rows]
 
     def count(self, sql: str, *params: Any) -> int:
         """The one number a `SELECT count(*) ...` gives."""
