@@ -24,6 +24,7 @@ import pytest
 
 from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, only_response_id, wait_for_exit
+from tests.support.stores import Location
 from tests.support.waiting import TERMINAL, wait_terminal, wait_until
 
 EXIT_AT_FAILPOINT = 86
@@ -35,21 +36,27 @@ ASK_USER: dict[str, Any] = {
 }
 
 
+def die_at(start_server: StartServer, db: Location, point: str, request: dict[str, Any]) -> str:
+    """Create `request` on a server armed to die at `point`; the id of the response it
+    left behind."""
+    doomed = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_FAILPOINT": point})
+    httpx.post(f"{doomed.url}/v1/responses", json=request, timeout=30)
+    assert wait_for_exit(doomed) == EXIT_AT_FAILPOINT
+    return only_response_id(db)
+
+
+def ask_user(text: str) -> dict[str, Any]:
+    return {"model": "m", "input": text, "tools": [ASK_USER], "background": True}
+
+
 @pytest.mark.parametrize("point", ["step_streamed", "step_recorded"])
 def test_a_crash_around_a_client_call_step_ends_the_turn_on_that_call(
     start_server: StartServer, new_store: NewStore, point: str
 ) -> None:
     db = new_store("client-call")
-    doomed = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_FAILPOINT": point})
-    request = {
-        "model": "m",
-        "input": 'Checking. [[call ask_user {"q": "which city?"}]]',
-        "tools": [ASK_USER],
-        "background": True,
-    }
-    httpx.post(f"{doomed.url}/v1/responses", json=request, timeout=30)
-    assert wait_for_exit(doomed) == EXIT_AT_FAILPOINT
-    response_id = only_response_id(db)
+    response_id = die_at(
+        start_server, db, point, ask_user('Checking. [[call ask_user {"q": "which city?"}]]')
+    )
 
     survivor = start_server(*FAST, db=db)
     final = wait_terminal(survivor.url, response_id)
@@ -65,11 +72,8 @@ def test_a_crash_after_the_last_answer_streamed_does_not_repeat_it(
     start_server: StartServer, new_store: NewStore
 ) -> None:
     db = new_store("answer")
-    doomed = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_FAILPOINT": "answer_streamed"})
     request = {"model": "m", "input": "hello world [[words 6]]", "background": True}
-    httpx.post(f"{doomed.url}/v1/responses", json=request, timeout=30)
-    assert wait_for_exit(doomed) == EXIT_AT_FAILPOINT
-    response_id = only_response_id(db)
+    response_id = die_at(start_server, db, "answer_streamed", request)
 
     survivor = start_server(*FAST, db=db)
     final = wait_terminal(survivor.url, response_id)
@@ -86,16 +90,9 @@ def test_a_recovered_client_call_step_ends_the_turn_before_any_checkpoint(
     write a checkpoint first, and a crash between that checkpoint and the end made the next
     recovery ask the model with the client call unanswered (found by the random soak)."""
     db = new_store("recovered-client-call")
-    doomed = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_FAILPOINT": "step_recorded"})
-    request = {
-        "model": "m",
-        "input": '[[call ask_user {"q": "which city?"}]]',
-        "tools": [ASK_USER],
-        "background": True,
-    }
-    httpx.post(f"{doomed.url}/v1/responses", json=request, timeout=30)
-    assert wait_for_exit(doomed) == EXIT_AT_FAILPOINT
-    response_id = only_response_id(db)
+    response_id = die_at(
+        start_server, db, "step_recorded", ask_user('[[call ask_user {"q": "which city?"}]]')
+    )
 
     # This process would die at a checkpoint; the recovered turn must need none.
     survivor = start_server(*FAST, db=db, env={"DURABLE_RESPONSES_FAILPOINT": "checkpoint"})
