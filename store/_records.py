@@ -4,6 +4,7 @@ so that hot paths (poll, replay) can hand them to the client without a decode/en
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +108,35 @@ class ConversationRecord:
     tenant: str
     created_at: float
     metadata: str  # JSON text
+
+
+class Columns(Protocol):
+    """A result row read by column name (sqlite3.Row, asyncpg.Record)."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
+def response_record(row: Columns) -> ResponseRecord:
+    """A `responses` row as a record, whichever backend read it (SQLite's flags are
+    integers, PostgreSQL's booleans)."""
+    return ResponseRecord(
+        id=row["id"],
+        tenant=row["tenant"],
+        status=row["status"],
+        background=bool(row["background"]),
+        created_at=row["created_at"],
+        params=row["params"],
+        snapshot=row["snapshot"],
+        last_seq=row["last_seq"],
+        lane=row["lane"],
+        conversation_id=row["conversation_id"],
+        conversation_upto=row["conversation_upto"],
+        previous_response_id=row["previous_response_id"],
+        owner=row["owner"],
+        epoch=row["epoch"],
+        lease_expires_at=row["lease_expires_at"],
+        cancel_requested=bool(row["cancel_requested"]),
+        recoveries=row["recoveries"],
+        step=row["step"],
+        steer=row["steer"],
+    )

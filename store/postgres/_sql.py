@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from .._records import ConversationRecord, JournalEntry, ResponseRecord
+from .._records import ConversationRecord, JournalEntry, ResponseRecord, response_record
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -63,27 +63,7 @@ CONVERSATION_COLUMNS = "id, tenant, created_at, metadata"
 
 
 def response(row: Row) -> ResponseRecord:
-    return ResponseRecord(
-        id=row["id"],
-        tenant=row["tenant"],
-        status=row["status"],
-        background=row["background"],
-        created_at=row["created_at"],
-        params=row["params"],
-        snapshot=row["snapshot"],
-        last_seq=row["last_seq"],
-        lane=row["lane"],
-        conversation_id=row["conversation_id"],
-        conversation_upto=row["conversation_upto"],
-        previous_response_id=row["previous_response_id"],
-        owner=row["owner"],
-        epoch=row["epoch"],
-        lease_expires_at=row["lease_expires_at"],
-        cancel_requested=row["cancel_requested"],
-        recoveries=row["recoveries"],
-        step=row["step"],
-        steer=row["steer"],
-    )
+    return response_record(row)
 
 
 def entry(row: Row) -> JournalEntry:

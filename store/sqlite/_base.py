@@ -17,6 +17,7 @@ from .._records import (
     ItemRow,
     JournalEntry,
     ResponseRecord,
+    response_record,
 )
 from ._connection import Readers, Tx, Writer
 from ._errors import translate_sqlite_errors
@@ -46,27 +47,7 @@ _LANE_HEAD = (
 
 
 def _response(row: sqlite3.Row) -> ResponseRecord:
-    return ResponseRecord(
-        id=row["id"],
-        tenant=row["tenant"],
-        status=row["status"],
-        background=bool(row["background"]),
-        created_at=row["created_at"],
-        params=row["params"],
-        snapshot=row["snapshot"],
-        last_seq=row["last_seq"],
-        lane=row["lane"],
-        conversation_id=row["conversation_id"],
-        conversation_upto=row["conversation_upto"],
-        previous_response_id=row["previous_response_id"],
-        owner=row["owner"],
-        epoch=row["epoch"],
-        lease_expires_at=row["lease_expires_at"],
-        cancel_requested=bool(row["cancel_requested"]),
-        recoveries=row["recoveries"],
-        step=row["step"],
-        steer=row["steer"],
-    )
+    return response_record(row)
 
 
 def _entry(row: sqlite3.Row) -> JournalEntry:
