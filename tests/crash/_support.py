@@ -83,11 +83,25 @@ def live_in_flight(db: Location, dead: set[str]) -> int:
     return sum(1 for (owner,) in query(db, sql) if owner not in dead)
 
 
-def ensure_in_flight(db: Location, dead: set[str], create: Any) -> int:
-    """Unfinished responses of the running process now; if a random moment found none
-    (everything finished early, say on a fast turn of a loaded machine), `create()` one
-    more and wait until it runs, so that the kill that follows cuts something."""
-    if live_in_flight(db, dead) == 0:
+def kill_in_flight(server: ServerProcess, db: Location, dead: set[str], create: Any) -> int:
+    """SIGKILL `server` at a moment when it has something in flight, and return how many
+    of its unfinished responses the kill cut.
+
+    The process is frozen (SIGSTOP) before the count, so nothing can finish between the
+    count and the kill. If a random moment found nothing in flight (everything finished
+    early, say on a fast turn of a loaded machine), thaw it, `create()` one more, and try
+    again, a bounded number of times; 0 means every try found nothing."""
+    for _ in range(5):
+        server.freeze()
+        cut = live_in_flight(db, dead)
+        if cut:
+            server.kill()
+            return cut
+        server.thaw()
         create()
-        wait_until(lambda: live_in_flight(db, dead) > 0, "a response in flight", deadline=10)
-    return live_in_flight(db, dead)
+        try:
+            wait_until(lambda: live_in_flight(db, dead) > 0, "a response in flight", deadline=10)
+        except AssertionError:
+            continue
+    server.kill()
+    return 0

@@ -19,10 +19,10 @@ import httpx
 import pytest
 
 from tests.conftest import NewStore, StartServer
-from tests.crash._support import check_replays, recoveries
+from tests.crash._support import check_replays, kill_in_flight, owners, recoveries
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects, runs_per_key
-from tests.support.waiting import TERMINAL, wait_terminal, wait_until
+from tests.support.waiting import wait_terminal, wait_until
 
 ARGS = ("--agent", "tests.agents.tool_agent:agent", "--lease-ttl", "1", "--scan-interval", "0.2")
 RESPONSES = 10
@@ -65,10 +65,17 @@ def test_random_kills_lose_nothing_and_run_nothing_twice(
                 body = {"model": "m", "input": prompt(rng, n), "background": True}
                 ids.append(http.post(f"{servers[0].url}/v1/responses", json=body).json()["id"])
             in_flight: list[int] = []
+            dead: set[str] = set()
             for kill in range(KILLS):
-                in_flight.append(unfinished_at_a_random_moment(rng, http, servers[-1], ids, kill))
-                servers[-1].kill()
+                a_random_moment(rng, servers[-1], kill)
+
+                def one_more() -> None:
+                    body = {"model": "m", "input": prompt(rng, len(ids)), "background": True}
+                    ids.append(http.post(f"{servers[-1].url}/v1/responses", json=body).json()["id"])
+
+                in_flight.append(kill_in_flight(servers[-1], db, dead, one_more))
                 assert in_flight[-1], f"kill {kill + 1}: every response had already finished"
+                dead |= owners(db)
                 servers.append(start_server(*ARGS, db=db, env=env))
             finals = [wait_terminal(servers[-1].url, id_, deadline=60) for id_ in ids]
         recovered = recoveries(db)
@@ -86,19 +93,14 @@ def test_random_kills_lose_nothing_and_run_nothing_twice(
         pytest.fail(f"seed {seed}: {exc}")
 
 
-def unfinished_at_a_random_moment(
-    rng: random.Random, http: httpx.Client, server: ServerProcess, ids: list[str], kill: int
-) -> int:
-    """Wait a random moment into `server`'s work, then count the unfinished responses."""
+def a_random_moment(rng: random.Random, server: ServerProcess, kill: int) -> None:
+    """Wait a random moment into `server`'s work."""
     if kill:
         # A restarted process resumes the runs once the dead one's leases expire: its
         # start-up scan may find them expired already (a slow start) or not for a second.
         # Start the clock when it has taken runs over, so that the kill can cut them.
         wait_until(lambda: "recovering response" in server.log(), "a restart to recover")
     time.sleep(rng.uniform(0.1, 0.8))  # a random moment, not a synchronization
-    return sum(
-        http.get(f"{server.url}/v1/responses/{id_}").json()["status"] not in TERMINAL for id_ in ids
-    )
 
 
 def check_invariants(url: str, finals: list[dict[str, Any]], folder: Path) -> None:

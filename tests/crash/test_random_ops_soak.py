@@ -40,7 +40,7 @@ import pytest
 
 from tests.agents.soak_agent import IDEMPOTENT, UNSAFE
 from tests.conftest import NewStore, StartServer
-from tests.crash._support import check_replays, ensure_in_flight, owners
+from tests.crash._support import check_replays, kill_in_flight, owners
 from tests.support.peek import query
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.waiting import TERMINAL, wait_all_terminal
@@ -288,12 +288,11 @@ def test_random_ops_soak_kills_lose_nothing_and_break_no_pair(
         for kill in range(KILLS):
             one_round(soak, RESPONSES * (kill + 1) // KILLS)
             time.sleep(soak.rng.uniform(0.0, 0.6))  # a random moment, not a synchronization
-            in_flight.append(ensure_in_flight(db, dead, lambda: standalone(soak)))
+            in_flight.append(kill_in_flight(server, db, dead, lambda: standalone(soak)))
             if not in_flight[-1]:
                 last = ", ".join(f"'{r}'" for r in soak.ids[-3:])
                 rows = query(db, f"SELECT id, status, owner FROM responses WHERE id IN ({last})")
                 soak.problems.append(f"kill {kill}: nothing in flight; the last created: {rows}")
-            server.kill()
             dead |= owners(db)
             server = start_server(*ARGS, db=db, env=env)
             soak.url = server.url

@@ -34,7 +34,7 @@ import httpx
 import pytest
 
 from tests.conftest import NewStore, StartServer
-from tests.crash._support import ensure_in_flight, owners, replay
+from tests.crash._support import kill_in_flight, owners, replay
 from tests.support.fake_upstream import FakeUpstream, Turn, text, tool_calls
 from tests.support.peek import count
 from tests.support.side_effects import effects, runs_per_key
@@ -102,8 +102,7 @@ def test_upstream_soak_kills_lose_nothing_and_send_no_unpaired_history(
         # inside a tool, while recovered runs resume.
         time.sleep(rng.uniform(0.0, 0.7))
         one_more = functools.partial(post_batch, server.url, ids, len(ids) + 1)
-        in_flight.append(ensure_in_flight(db, dead, one_more))
-        server.kill()
+        in_flight.append(kill_in_flight(server, db, dead, one_more))
         dead |= owners(db)
         server = start_server(*args, db=db, env=env)
     finals = wait_all_terminal(server.url, ids, deadline=120)

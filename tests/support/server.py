@@ -114,6 +114,16 @@ class ServerProcess:
             self.proc.wait()
             raise AssertionError(f"server did not stop within {timeout}s:\n{self.log()}") from None
 
+    def freeze(self) -> None:
+        """SIGSTOP: the process stops where it is, holding what it holds, so that what
+        the store says it has in flight stays true until the kill."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
