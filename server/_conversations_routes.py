@@ -12,6 +12,7 @@ from starlette.routing import Route
 from recovery import ConversationRecord, Conversations
 
 from ._context import context, read_body, tenant
+from ._ids import IdConvertor  # noqa: F401 (registers `{name:id}` before the routes below)
 from ._json_body import parse_json
 from ._query import query_int, query_order
 from ._request_models import AddConversationItems, CreateConversation, UpdateConversation
@@ -110,11 +111,13 @@ async def delete_item(request: Request) -> Response:
 
 ROUTES = [
     Route("/conversations", create_conversation, methods=["POST"]),
-    Route("/conversations/{conversation_id}", get_conversation, methods=["GET"]),
-    Route("/conversations/{conversation_id}", update_conversation, methods=["POST"]),
-    Route("/conversations/{conversation_id}", delete_conversation, methods=["DELETE"]),
-    Route("/conversations/{conversation_id}/items", add_items, methods=["POST"]),
-    Route("/conversations/{conversation_id}/items", list_items, methods=["GET"]),
-    Route("/conversations/{conversation_id}/items/{item_id}", get_item, methods=["GET"]),
-    Route("/conversations/{conversation_id}/items/{item_id}", delete_item, methods=["DELETE"]),
+    Route("/conversations/{conversation_id:id}", get_conversation, methods=["GET"]),
+    Route("/conversations/{conversation_id:id}", update_conversation, methods=["POST"]),
+    Route("/conversations/{conversation_id:id}", delete_conversation, methods=["DELETE"]),
+    Route("/conversations/{conversation_id:id}/items", add_items, methods=["POST"]),
+    Route("/conversations/{conversation_id:id}/items", list_items, methods=["GET"]),
+    Route("/conversations/{conversation_id:id}/items/{item_id:id}", get_item, methods=["GET"]),
+    Route(
+        "/conversations/{conversation_id:id}/items/{item_id:id}", delete_item, methods=["DELETE"]
+    ),
 ]

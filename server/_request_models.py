@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, WithJsonSchema
 
+from ._ids import Id
 from ._validation_base import Json, _Strict
 from ._validation_output import Include, ReasoningParam, TextParam
 
@@ -61,7 +62,7 @@ PART_MODELS: dict[str, type[_Strict]] = {
 
 class Message(_Strict):
     type: Literal["message"] | None = None
-    id: str | None = None
+    id: Id | None = None
     role: Literal["user", "assistant", "system", "developer"]
     content: str | list[Json]
     status: Literal["in_progress", "completed", "incomplete"] | None = None
@@ -70,7 +71,7 @@ class Message(_Strict):
 
 class FunctionCall(_Strict):
     type: Literal["function_call"]
-    id: str | None = None
+    id: Id | None = None
     call_id: Annotated[str, Field(min_length=1, max_length=64)]
     name: Annotated[str, Field(min_length=1)]
     arguments: str
@@ -80,7 +81,7 @@ class FunctionCall(_Strict):
 
 class FunctionCallOutput(_Strict):
     type: Literal["function_call_output"]
-    id: str | None = None
+    id: Id | None = None
     call_id: Annotated[str, Field(min_length=1, max_length=64)]
     output: str | list[Json]
     status: Literal["in_progress", "completed", "incomplete"] | None = None
@@ -88,7 +89,7 @@ class FunctionCallOutput(_Strict):
 
 class Reasoning(_Strict):
     type: Literal["reasoning"]
-    id: str | None = None
+    id: Id | None = None
     summary: list[Json] = Field(default_factory=list)
     content: list[Json] | None = None
     encrypted_content: str | None = None
@@ -160,7 +161,7 @@ Metadata = Annotated[
 
 
 class ConversationRef(_Strict):
-    id: str
+    id: Id
 
 
 class StreamOptions(_Strict):
@@ -174,8 +175,8 @@ class CreateResponse(_Strict):
     tools: list[Json] | None = None
     tool_choice: Literal["none", "auto", "required"] | Json | None = None
     parallel_tool_calls: bool | None = None
-    previous_response_id: str | None = None
-    conversation: str | ConversationRef | None = None
+    previous_response_id: Id | None = None
+    conversation: Id | ConversationRef | None = None
     store: bool | None = None
     background: bool | None = None
     stream: bool | None = None

@@ -18,6 +18,7 @@ from recovery import EventRow, ResponseRecord, encode_event, normalize_input, sy
 
 from ._context import context, read_body, tenant
 from ._errors import APIError, error_response
+from ._ids import IdConvertor  # noqa: F401 (registers `{name:id}` before the routes below)
 from ._json_body import parse_json
 from ._query import query_bool, query_int, query_order
 from ._request_rules import validate_create
@@ -245,8 +246,8 @@ async def refuse_websocket(websocket: WebSocket) -> None:
 ROUTES = [
     Route("/responses", create_response, methods=["POST"]),
     WebSocketRoute("/responses", refuse_websocket),
-    Route("/responses/{response_id}", get_response, methods=["GET"]),
-    Route("/responses/{response_id}", delete_response, methods=["DELETE"]),
-    Route("/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
-    Route("/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
+    Route("/responses/{response_id:id}", get_response, methods=["GET"]),
+    Route("/responses/{response_id:id}", delete_response, methods=["DELETE"]),
+    Route("/responses/{response_id:id}/cancel", cancel_response, methods=["POST"]),
+    Route("/responses/{response_id:id}/input_items", list_input_items, methods=["GET"]),
 ]

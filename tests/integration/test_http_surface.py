@@ -374,11 +374,6 @@ def test_a_payload_too_large_error_reaches_the_sdk(start_server: Any) -> None:
     assert "1024" in caught.value.message
 
 
-@pytest.mark.postgres_xfail(
-    "an id holding a NUL character (GET /v1/responses/%00, a conversation or"
-    " previous_response_id with \\u0000) answers 503 instead of 404/400: PostgreSQL text"
-    " cannot hold NUL (SQLSTATE 22021) and store/postgres reports the store unavailable"
-)
 def test_no_error_body_ever_shows_a_traceback(http: httpx.Client) -> None:
     """A grab bag of hostile requests: each is answered in the envelope, never with a trace."""
     requests: list[tuple[str, str, bytes | None, dict[str, str]]] = [
@@ -398,6 +393,7 @@ def test_no_error_body_ever_shows_a_traceback(http: httpx.Client) -> None:
         ("POST", "/v1/responses", b"[" * 50_000, JSON),
         ("POST", "/v1/responses", b'{"model": "embedded", "input": "\\udfff"}', JSON),
         ("GET", "/v1/responses/%00", None, {}),
+        ("GET", "/v1/conversations/conv_%00/items/msg_%00", None, {}),
         ("GET", "/v1/responses/" + "x" * 5000, None, {}),
         ("GET", "/v1/conversations/conv_x/items?limit=" + "9" * 400, None, {}),
         ("DELETE", "/v1/conversations/%ff", None, {}),
@@ -412,3 +408,41 @@ def test_no_error_body_ever_shows_a_traceback(http: httpx.Client) -> None:
         if response.status_code >= 400:
             validate_error_envelope(response.json())
             assert response.status_code < 500, (method, path, response.text)
+
+
+def test_an_id_with_a_nul_character_names_nothing_on_either_store(http: httpx.Client) -> None:
+    """No id of ours holds a NUL character, and PostgreSQL's text cannot: in a path it
+    matches nothing (404), in a body it is refused by name (400), and nothing is stored."""
+    conversation = ok(http.post("/v1/conversations", json={}))["id"]
+    for path in (
+        "/v1/responses/resp_%00",
+        "/v1/responses/resp_%00/input_items",
+        f"/v1/conversations/{conversation}%00",
+        f"/v1/conversations/{conversation}/items/msg_%00",
+    ):
+        response = http.get(path)
+        assert response.status_code == 404, (path, response.text)
+        validate_error_envelope(response.json())
+    bodies: list[tuple[str, dict[str, Any], str]] = [
+        ("/v1/responses", {"previous_response_id": "resp_\x00"}, "previous_response_id"),
+        ("/v1/responses", {"conversation": f"{conversation}\x00"}, "conversation"),
+        ("/v1/responses", {"conversation": {"id": "conv_\x00"}}, "conversation.id"),
+        (
+            "/v1/responses",
+            {"input": [{"role": "user", "content": "hi", "id": "msg_\x00"}]},
+            "input[0].id",
+        ),
+    ]
+    for path, fields, param in bodies:
+        body = {"model": "embedded", "input": "hi", **fields}
+        response = http.post(path, json=body)
+        assert response.status_code == 400, (fields, response.text)
+        validate_error_envelope(response.json())
+        error = response.json()["error"]
+        assert "NUL" in error["message"] and error["param"] == param, error
+    added = http.post(
+        f"/v1/conversations/{conversation}/items",
+        json={"items": [{"type": "message", "role": "user", "content": "hi", "id": "m\x00"}]},
+    )
+    assert added.status_code == 400, added.text
+    assert ok(http.get(f"/v1/conversations/{conversation}/items"))["data"] == []
