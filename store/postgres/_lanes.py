@@ -3,13 +3,17 @@
 Three rules held on SQLite only because it has one writer; here each holds under READ
 COMMITTED with many hosts writing at once:
 
-- **Admission** reads the lane's queued turns (and the tenant's) in a separate statement
-  from the insert it decides. Every create takes the lane's transaction-scoped advisory
-  lock first (and the idempotency key's when a key is given, and the tenant's when the
-  tenant is near its limit: below), so that read sees every admission before it and
-  none can slip in between. A statement's snapshot is taken when it starts, so the locks
-  are taken by a statement of their own, before the reads; always in one order (key,
-  tenant, lane), so that two creates never wait for each other's locks.
+- **Admission** reads the lane's unfinished turns (and the tenant's queued ones) and
+  decides in the statement that inserts the new turn, which inserts nothing when the
+  rules refuse and returns the counts that say why. Every create takes the lane's
+  transaction-scoped advisory lock first (and the idempotency key's when a key is given,
+  and the tenant's when the tenant is near its limit: below), so that read sees every
+  admission before it and none can slip in between. A statement's snapshot is taken when
+  it starts, so the locks are taken by a statement of their own, before the insert; always
+  in one order (key, tenant, lane), so that two creates never wait for each other's
+  locks. A create is thus BEGIN, the locks, the insert, COMMIT (a steering turn reads
+  the lane first to ask its running turn to stop). A background turn that finds its
+  lane empty is inserted already claimed, as the claim below would leave it.
 - **The tenant's limit** (`Admission.max_queued_tenant`, L) is exact near the limit and
   lock-free far from it. Holding the tenant's lock through commit (its WAL flush
   included) would serialize every background create of a tenant, on every host, so the
@@ -37,6 +41,7 @@ COMMITTED with many hosts writing at once:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -64,21 +69,42 @@ if TYPE_CHECKING:
 # `max_queued_tenant - TENANT_SLACK` queued turns (the module docstring says what that keeps).
 TENANT_SLACK = 64
 
+# The insert of a new turn. The lane's lock is held (taken in an earlier statement), so
+# this statement's snapshot sees every turn of the lane. With $22 (an owner), a queued
+# response that finds its lane empty is inserted claimed (in_progress, epoch 1, leased for
+# $23 seconds), as `_CLAIM` would leave it: one statement and one row version fewer than
+# an insert and a claim.
 _INSERT = (
-    "WITH r AS (INSERT INTO responses (id, tenant, status, background, params, snapshot,"
+    # The lane's facts and the admission's rules ($24 the tenant's limit when its lock is
+    # held, $25 reject if busy, $26 the lane's queue limit), decided in this statement:
+    # nothing is inserted when they refuse, and the facts say why.
+    "WITH f AS (SELECT count(*) AS unfinished, count(*) FILTER (WHERE status = 'queued')"
+    " AS queued, CASE WHEN $24::int IS NOT NULL THEN (SELECT count(*) FROM responses AS t"
+    "  WHERE t.tenant = $2 AND t.status = 'queued') END AS tenant_queued"
+    f" FROM responses WHERE lane = $8 AND {UNFINISHED}),"
+    " h AS (SELECT f.*, ($24::int IS NULL OR f.tenant_queued < $24::int) AND (f.unfinished = 0"
+    "  OR (NOT $25::bool AND ($26::int IS NULL OR f.queued < $26::int))) AS admit,"
+    "  $3 = 'queued' AND $22::text IS NOT NULL AND f.unfinished = 0 AS claim FROM f),"
+    " r AS (INSERT INTO responses (id, tenant, status, background, params, snapshot,"
     " last_seq, lane, conversation_id, conversation_upto, previous_response_id, owner, epoch,"
-    " lease_expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
-    f" CASE WHEN $14::float8 IS NULL THEN NULL ELSE {EXPIRES.format('$14')} END)"
+    " lease_expires_at) SELECT $1, $2, CASE WHEN h.claim THEN 'in_progress' ELSE $3 END, $4,"
+    " $5, CASE WHEN h.claim THEN durable_set_status($6, 'in_progress') ELSE $6 END, $7, $8,"
+    " $9, CASE WHEN h.claim AND $9::text IS NOT NULL THEN coalesce($10, (SELECT"
+    " coalesce(max(position) + 1, 0) FROM conversation_items WHERE conversation_id = $9))"
+    " ELSE $10 END, $11, CASE WHEN h.claim THEN $22 ELSE $12 END,"
+    " CASE WHEN h.claim THEN 1 ELSE $13 END,"
+    f" CASE WHEN h.claim THEN {EXPIRES.format('$23::float8')}"
+    f" WHEN $14::float8 IS NULL THEN NULL ELSE {EXPIRES.format('$14')} END FROM h WHERE h.admit"
     f" RETURNING {RESPONSE_COLUMNS}),"
     " items AS (INSERT INTO response_items (response_id, position, item_id, item)"
     " SELECT $1, u.n - 1, u.item_id, u.item"
-    " FROM unnest($15::text[], $16::text[]) WITH ORDINALITY AS u (item_id, item, n)),"
+    " FROM r, unnest($15::text[], $16::text[]) WITH ORDINALITY AS u (item_id, item, n)),"
     f" {insert_events('r', 1, 17)},"
     " keys AS (INSERT INTO idempotency_keys (tenant, key, request_hash, response_id)"
-    " SELECT $2, $20, $21, $1 WHERE $20::text IS NOT NULL)"
+    " SELECT $2, $20, $21, $1 FROM r WHERE $20::text IS NOT NULL)"
     # No NOTIFY: nobody elsewhere can follow a response before its create has committed
     # (its id is not known), and a notifying commit holds PostgreSQL's notification lock.
-    " SELECT r.* FROM r"
+    " SELECT h.unfinished, h.queued, h.tenant_queued, r.* FROM h LEFT JOIN r ON true"
 )
 
 _CLAIM = (
@@ -134,12 +160,22 @@ class LaneStore(PostgresBase):
                 existing = await self._idempotent_replay(tx.conn, new.tenant, rules)
                 if existing is not None:
                     return existing, False, None
-            await self._admit(tx, new, rules, tenant_locked)
-            record = await self._insert(tx, new, items, events, rules)
-            claimed = None
-            if claim_for is not None and new.status == "queued":
-                claimed = await self._claim(tx.conn, new.id, *claim_for)
-            return record, True, claimed
+            if rules.steer is not None:
+                await self._steer(tx, new, rules, tenant_locked)
+            inserted = await self._insert(tx, new, items, events, rules, tenant_locked, claim_for)
+            if inserted.status == new.status:
+                return inserted, True, None
+            # Inserted claimed: the client is told of the response as created, queued.
+            record = dataclasses.replace(
+                inserted,
+                status=new.status,
+                snapshot=new.snapshot,
+                owner=new.owner,
+                epoch=0,
+                lease_expires_at=None,
+                conversation_upto=new.conversation_upto,
+            )
+            return record, True, inserted
 
         return await self._write("create response", op)
 
@@ -198,36 +234,25 @@ class LaneStore(PostgresBase):
             return None
         return response(row)
 
-    async def _admit(self, tx: Tx, new: NewResponse, rules: Admission, tenant_locked: bool) -> None:
-        """Apply the tenant's and the lane's rules for a new turn (docs/guarantees.md,
-        Steering), under the locks `_lock_admission` took. The tenant's limit is checked
-        here only under the tenant's lock; without it, `_lock_admission` found the tenant
-        at least TENANT_SLACK turns below its limit."""
-        tenant_limit = tenant_locked
-        lane_rules = rules.reject_if_busy or rules.steer is not None or rules.max_queued is not None
-        if not (tenant_limit or lane_rules):
-            return  # nothing to decide: the read is skipped
-        facts = await tx.conn.fetchrow(_LANE_FACTS, new.lane, new.tenant, tenant_limit)
+    async def _steer(self, tx: Tx, new: NewResponse, rules: Admission, tenant_locked: bool) -> None:
+        """A steering turn asks the lane's running turn to stop, if the lane admits it
+        (the insert decides again, under the same locks, and finds the same)."""
+        facts = await tx.conn.fetchrow(_LANE_FACTS, new.lane, new.tenant, tenant_locked)
         assert facts is not None
-        limit = rules.max_queued_tenant
-        if tenant_limit and limit is not None and facts["tenant_queued"] >= limit:
-            raise TooManyQueued(facts["tenant_queued"], "tenant")
+        refusal = _refusal(facts, rules, tenant_locked, new.lane)
+        if refusal is not None:
+            raise refusal
         if not facts["unfinished"]:
             return
-        if rules.reject_if_busy:
-            raise LaneBusy(f"lane {new.lane} has an unfinished turn")
-        if rules.max_queued is not None and facts["queued"] >= rules.max_queued:
-            raise TooManyQueued(facts["queued"], "lane")
-        if rules.steer is not None:
-            # Only the lane's running turn: a foreground turn waiting in place is not it.
-            await tx.conn.execute(
-                "WITH s AS (UPDATE responses SET steer = $1, updated_at = statement_timestamp()"
-                f" WHERE lane = $2 AND status = 'in_progress' AND steer IS NULL{LANE_HEAD}"
-                f" RETURNING id) SELECT {notify_signal(3, 's.id')} FROM s",
-                rules.steer,
-                new.lane,
-                self._signal("stop"),
-            )
+        # Only the lane's running turn: a foreground turn waiting in place is not it.
+        await tx.conn.execute(
+            "WITH s AS (UPDATE responses SET steer = $1, updated_at = statement_timestamp()"
+            f" WHERE lane = $2 AND status = 'in_progress' AND steer IS NULL{LANE_HEAD}"
+            f" RETURNING id) SELECT {notify_signal(3, 's.id')} FROM s",
+            rules.steer,
+            new.lane,
+            self._signal("stop"),
+        )
 
     async def _insert(
         self,
@@ -236,7 +261,10 @@ class LaneStore(PostgresBase):
         items: Sequence[ItemRow],
         events: Sequence[EventRow],
         rules: Admission,
+        tenant_locked: bool,
+        claim_for: tuple[str, float] | None,
     ) -> ResponseRecord:
+        """Insert the new turn if its lane's rules admit it (`_refusal` says why not)."""
         if events and events[0].seq != 0:
             raise Conflict(f"response {new.id}: event {events[0].seq} does not follow event -1")
         ttl = None
@@ -261,9 +289,17 @@ class LaneStore(PostgresBase):
             *columns(events, "seq", "type", "data"),
             rules.idempotency_key,
             rules.request_hash,
+            *(claim_for or (None, None)),
+            rules.max_queued_tenant if tenant_locked else None,
+            rules.reject_if_busy,
+            rules.max_queued,
         ]
         row = await tx.conn.fetchrow(_INSERT, *args)
         assert row is not None
+        if row["id"] is None:
+            refusal = _refusal(row, rules, tenant_locked, new.lane)
+            assert refusal is not None
+            raise refusal
         self._notify_after(tx, new.id, events)
         return response(row)
 
@@ -333,3 +369,19 @@ class LaneStore(PostgresBase):
             lane,
         )
         return str(row[0]) if row else None
+
+
+def _refusal(facts: Any, rules: Admission, tenant_locked: bool, lane: str) -> Exception | None:
+    """Why the lane's facts refuse a new turn under `rules`, or None (docs/guarantees.md,
+    Steering). The tenant's limit is checked only under the tenant's lock; without it,
+    `_lock_admission` found the tenant at least TENANT_SLACK turns below its limit."""
+    limit = rules.max_queued_tenant
+    if tenant_locked and limit is not None and facts["tenant_queued"] >= limit:
+        return TooManyQueued(facts["tenant_queued"], "tenant")
+    if not facts["unfinished"]:
+        return None
+    if rules.reject_if_busy:
+        return LaneBusy(f"lane {lane} has an unfinished turn")
+    if rules.max_queued is not None and facts["queued"] >= rules.max_queued:
+        return TooManyQueued(facts["queued"], "lane")
+    return None

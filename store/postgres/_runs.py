@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._appends import QueuedAppend
-from .._errors import Conflict, LeaseLost
+from .._errors import Conflict, LeaseLost, StoreError
 from .._records import EventRow, Fence, ItemRow, ResponseRecord
 from ._base import follows, insert_events, notify_events, notify_signal
 from ._database import Tx
 from ._lanes import LaneStore
+
+if TYPE_CHECKING:
+    from ._sql import Conn
 from ._sql import EXPIRES, LANE_HEAD, RESPONSE_COLUMNS, UNFINISHED, columns, response
 
 # A stop request recorded first wins over the turn's end (G9): a cancel or a rollback
@@ -89,24 +92,29 @@ _REQUEST_CANCEL = (
 
 
 def _save_sql(terminal: bool) -> str:
-    """The checkpoint's one statement: the fenced UPDATE (with `terminal`, its stop
-    check and the lease's release), the log's end, and the events if they follow it."""
+    """The checkpoint's one statement: the log's end; the fenced UPDATE (with `terminal`,
+    its stop check and the lease's release) only if the events follow that end and, with
+    $12 (`logged`), the log then ends at `last_seq`; the events only if the UPDATE was
+    made. So a refused save writes nothing, and the statement can be its own transaction."""
     release = ", owner = NULL, lease_expires_at = NULL" if terminal else ""
     stop = _STOP_CHECK if terminal else ""
     signal = (
-        f", (SELECT count(*) FROM (SELECT {notify_signal(12, 'u.lane')} FROM u) AS s) AS signalled"
+        f", (SELECT count(*) FROM (SELECT {notify_signal(13, 'u.lane')} FROM u) AS s) AS signalled"
         if terminal
         else ""
     )
     return (
-        "WITH u AS (UPDATE responses SET status = $4, snapshot = $5, last_seq = $6,"
+        "WITH log AS (SELECT coalesce(max(seq), -1) AS last FROM events WHERE response_id = $1),"
+        f" ok AS (SELECT 1 FROM log WHERE {follows('log.last', 8)} AND (NOT $12::bool"
+        "  OR coalesce(($8::int[])[cardinality($8::int[])], log.last) = $6)),"
+        " u AS (UPDATE responses SET status = $4, snapshot = $5, last_seq = $6,"
         f" step = coalesce($7, step), updated_at = statement_timestamp(){release}"
-        f" WHERE id = $1 AND owner = $2 AND epoch = $3 AND {UNFINISHED}{stop} RETURNING lane),"
-        " log AS (SELECT coalesce(max(seq), -1) AS last FROM events WHERE response_id = $1),"
-        f" ok AS (SELECT 1 FROM u, log WHERE {follows('log.last', 8)}),"
-        f" {insert_events('ok', 1, 8)}"
-        " SELECT (SELECT lane FROM u) AS lane, (SELECT last FROM log) AS last,"
-        f" (SELECT count(*) FROM ok) AS ok, {notify_events(11)}{signal}"
+        f" WHERE id = $1 AND owner = $2 AND epoch = $3 AND {UNFINISHED}{stop}"
+        " AND EXISTS (SELECT 1 FROM ok) RETURNING lane),"
+        f" {insert_events('u', 1, 8)}"
+        " SELECT $1 AS id, (SELECT lane FROM u) AS lane, (SELECT last FROM log) AS last,"
+        " (SELECT count(*) FROM ok) AS ok, EXISTS (SELECT 1 FROM responses WHERE id = $1"
+        f" AND owner = $2 AND epoch = $3 AND {UNFINISHED}) AS held, {notify_events(11)}{signal}"
     )
 
 
@@ -198,10 +206,19 @@ class RunStore(LaneStore):
             def take() -> list[EventRow]:
                 return self._appends.take(response_id, append)
 
-            def run() -> Awaitable[None]:
-                return self._batches.append(response_id, fence, take)
+            async def run() -> None:
+                if not append.carried:  # else a save behind it writes its rows
+                    await self._batches.append(response_id, fence, take)
 
-            return self._db.chain("append events", run, after=(response_id,))
+            # What the emitters await: this append's commit, or the save's that carries it.
+            outcome = asyncio.get_running_loop().create_future()
+
+            def settle(slot: asyncio.Future[None]) -> None:
+                if not append.carried:
+                    _copy(slot, outcome)
+
+            self._db.chain("append events", run, after=(response_id,)).add_done_callback(settle)
+            return outcome
 
         return self._appends.append(response_id, fence, events, join, submit)
 
@@ -231,28 +248,31 @@ class RunStore(LaneStore):
         """
         args: list[Any] = [response_id, fence.owner, fence.epoch, status, snapshot, last_seq]
         args += [step, *columns(events, "seq", "type", "data")]
-        args.append(self._events_payload(response_id, events))
+        args += [self._events_payload(response_id, events), logged]
         if terminal:
             args.append(self._signal("lane"))
 
+        # A save of one statement needs no BEGIN and COMMIT: two round trips fewer on the
+        # hottest write (each checkpoint and each end). Such a save also carries the rows
+        # of the response's append queued before it that has not started: one commit
+        # where there were two in a row.
+        alone = not conversation_items and not (terminal and discard)
+        carried = self._appends.carry(response_id, fence) if alone else None
+        appended: list[BaseException | None] = []  # the carried rows' outcome, once known
+
         async def op(tx: Tx) -> None:
-            row = await tx.conn.fetchrow(_SAVE[terminal], *args)
+            rows = [*carried.rows, *events] if carried and not appended else events
+            row = await tx.conn.fetchrow(_SAVE[terminal], *self._save_args(args, rows))
             assert row is not None
             if row["lane"] is None:
-                if terminal:
-                    raise await self._stop_or_lost(tx.conn, response_id, fence, status)
-                raise LeaseLost(f"response {response_id} is no longer held by {fence}")
-            if not row["ok"]:
-                raise Conflict(
-                    f"response {response_id}: event {events[0].seq} does not follow"
-                    f" event {row['last']}"
-                )
-            end = events[-1].seq if events else row["last"]
-            if logged and end != last_seq:
-                raise Conflict(
-                    f"response {response_id}: the log ends at event {end}, not {last_seq}"
-                )
-            self._notify_after(tx, response_id, events)
+                refusal = await self._refused(tx.conn, row, fence, status, rows, last_seq)
+                if carried and not appended:
+                    # Asked before this save, the carried events do not share its refusal.
+                    appended.append(await self._append_alone(tx, response_id, fence, carried))
+                raise refusal
+            if carried and not appended:
+                appended.append(None)
+            self._notify_after(tx, response_id, rows)
             if conversation_items:
                 await self._append_conversation_items(tx.conn, response_id, conversation_items)
             if terminal and discard:
@@ -262,7 +282,58 @@ class RunStore(LaneStore):
                     response_id,
                 )
 
-        await self._write("save snapshot", op, after=(response_id,))
+        try:
+            await self._write("save snapshot", op, after=(response_id,), atomic=not alone)
+        except BaseException as exc:
+            if carried:
+                _fail(carried.future, appended[0] if appended else exc)
+            raise
+        if carried:
+            _fail(carried.future, None)
+
+    def _save_args(self, args: list[Any], rows: Sequence[EventRow]) -> list[Any]:
+        """`args` with the events arrays and the notification payload for `rows`."""
+        response_id = args[0]
+        return [
+            *args[:7],
+            *columns(rows, "seq", "type", "data"),
+            self._events_payload(response_id, rows),
+            *args[11:],
+        ]
+
+    async def _append_alone(
+        self, tx: Tx, response_id: str, fence: Fence, carried: QueuedAppend
+    ) -> BaseException | None:
+        """Commit the carried rows without the save that was refused; what that gave."""
+        try:
+            await self._append_fenced(tx, response_id, fence, carried.rows)
+        except (LeaseLost, Conflict) as exc:
+            return exc
+        return None
+
+    async def _refused(
+        self,
+        conn: Conn,
+        row: Any,
+        fence: Fence,
+        status: str,
+        events: Sequence[EventRow],
+        last_seq: int,
+    ) -> Exception:
+        """Why a save wrote nothing: a lost lease, events that do not continue the log or
+        leave it short of the snapshot's last event, or (a terminal save) a stop request."""
+        response_id = row["id"]
+        if not row["held"]:
+            return LeaseLost(f"response {response_id} is no longer held by {fence}")
+        last = row["last"]
+        if events and events[0].seq != last + 1:
+            return Conflict(
+                f"response {response_id}: event {events[0].seq} does not follow event {last}"
+            )
+        if not row["ok"]:
+            end = events[-1].seq if events else last
+            return Conflict(f"response {response_id}: the log ends at event {end}, not {last_seq}")
+        return await self._stop_or_lost(conn, response_id, fence, status)
 
     # -- stopping ---------------------------------------------------------------------
 
@@ -296,3 +367,24 @@ class RunStore(LaneStore):
             return row is not None and row["n"] == 1
 
         return await self._write("request cancel", op, atomic=False)
+
+
+def _copy(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.set_exception(StoreError("the store closed before the write ended"))
+    elif source.exception() is not None:
+        target.set_exception(source.exception())  # type: ignore[arg-type]
+    else:
+        target.set_result(None)
+
+
+def _fail(target: asyncio.Future[None], exc: BaseException | None) -> None:
+    """Settle `target` with `exc`, or as committed when None."""
+    if target.done():
+        return
+    if exc is None:
+        target.set_result(None)
+    else:
+        target.set_exception(exc)
