@@ -26,6 +26,7 @@ from store import (
     ConversationRecord,
     Fence,
     ItemRow,
+    LeaseLost,
     StopRequested,
     StoreOpenError,
     StoreUnavailable,
@@ -360,6 +361,78 @@ async def test_appends_of_many_responses_share_commits_and_fail_alone(
             logged = [e.seq for e in await store.read_events(rid, -1)]
             assert logged == ([0, 1] if n % 3 == 0 else [0])
         assert max(writes) > 1 and sum(writes) == 30
+
+
+async def test_an_end_carries_the_append_queued_before_it_in_its_own_commit(
+    postgres_url: str,
+) -> None:
+    """A terminal write queued behind an append that has not started writes that
+    append's rows in its own statement: two commits in a row become one, and the
+    append's emitters hear of it only once that commit is made."""
+    async with open_postgres_store(postgres_url) as store:
+        fence = await claimed(store, "resp_a")
+        writes: list[int] = []
+        store.on_commit(lambda seconds, n: writes.append(n))
+        first = store.append_events("resp_a", fence, rows(0))  # starts at once
+        second = store.append_events("resp_a", fence, rows(1), join=True)  # waits behind it
+        ending = store.save_snapshot(
+            "resp_a",
+            fence,
+            snapshot="{}",
+            last_seq=2,
+            events=rows(2),
+            status="completed",
+            terminal=True,
+            logged=True,
+        )
+        await asyncio.gather(first, second, ending)
+
+        assert [e.seq for e in await store.read_events("resp_a", -1)] == [0, 1, 2]
+        assert len(writes) == 2, writes  # the first append; the second with the end
+
+
+async def test_a_refused_end_does_not_take_the_append_it_carried_with_it(
+    postgres_url: str,
+) -> None:
+    """The carried rows were asked for before the end: a stop request that refuses the
+    end does not refuse them (they commit alone), and a lost lease refuses both."""
+    async with open_postgres_store(postgres_url) as store:
+        fence = await claimed(store, "resp_b")
+        assert await store.request_cancel("resp_b")
+        first = store.append_events("resp_b", fence, rows(0))
+        second = store.append_events("resp_b", fence, rows(1), join=True)
+        with pytest.raises(StopRequested):
+            await store.save_snapshot(
+                "resp_b",
+                fence,
+                snapshot="{}",
+                last_seq=2,
+                events=rows(2),
+                status="completed",
+                terminal=True,
+                logged=True,
+            )
+        await asyncio.gather(first, second)
+        assert [e.seq for e in await store.read_events("resp_b", -1)] == [0, 1]
+
+        held = await claimed(store, "resp_c")
+        stale = Fence("me", held.epoch + 1)
+        first = store.append_events("resp_c", stale, rows(0))
+        second = store.append_events("resp_c", stale, rows(1), join=True)
+        with pytest.raises(LeaseLost):
+            await store.save_snapshot(
+                "resp_c",
+                stale,
+                snapshot="{}",
+                last_seq=2,
+                events=rows(2),
+                status="completed",
+                terminal=True,
+                logged=True,
+            )
+        outcomes = await asyncio.gather(first, second, return_exceptions=True)
+        assert [type(o).__name__ for o in outcomes] == ["LeaseLost", "LeaseLost"]
+        assert await store.read_events("resp_c", -1) == []
 
 
 # -- the rules SQLite kept by having one writer (issue 15), raced ----------------------------
