@@ -27,6 +27,7 @@ from .._errors import Conflict, LeaseLost, StoreError
 from .._records import EventRow, Fence, ItemRow, ResponseRecord
 from ._base import follows, insert_events, notify_events, notify_signal
 from ._database import Tx
+from ._items import INDEX_OUTPUTS
 from ._lanes import LaneStore
 
 if TYPE_CHECKING:
@@ -93,11 +94,13 @@ _REQUEST_CANCEL = (
 
 def _save_sql(terminal: bool) -> str:
     """The checkpoint's one statement: the log's end; the fenced UPDATE (with `terminal`,
-    its stop check and the lease's release) only if the events follow that end and, with
-    $12 (`logged`), the log then ends at `last_seq`; the events only if the UPDATE was
-    made. So a refused save writes nothing, and the statement can be its own transaction."""
+    its stop check, the lease's release and the output items' ids, store/postgres/_items.py)
+    only if the events follow that end and, with $12 (`logged`), the log then ends at
+    `last_seq`; the events only if the UPDATE was made. So a refused save writes nothing,
+    and the statement can be its own transaction."""
     release = ", owner = NULL, lease_expires_at = NULL" if terminal else ""
     stop = _STOP_CHECK if terminal else ""
+    outputs = f", {INDEX_OUTPUTS}" if terminal else ""
     signal = (
         f", (SELECT count(*) FROM (SELECT {notify_signal(13, 'u.lane')} FROM u) AS s) AS signalled"
         if terminal
@@ -111,7 +114,7 @@ def _save_sql(terminal: bool) -> str:
         f" step = coalesce($7, step), updated_at = statement_timestamp(){release}"
         f" WHERE id = $1 AND owner = $2 AND epoch = $3 AND {UNFINISHED}{stop}"
         " AND EXISTS (SELECT 1 FROM ok) RETURNING lane),"
-        f" {insert_events('u', 1, 8)}"
+        f" {insert_events('u', 1, 8)}{outputs}"
         " SELECT $1 AS id, (SELECT lane FROM u) AS lane, (SELECT last FROM log) AS last,"
         " (SELECT count(*) FROM ok) AS ok, EXISTS (SELECT 1 FROM responses WHERE id = $1"
         f" AND owner = $2 AND epoch = $3 AND {UNFINISHED}) AS held, {notify_events(11)}{signal}"
@@ -374,10 +377,8 @@ def _copy(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
         return
     if source.cancelled():
         target.set_exception(StoreError("the store closed before the write ended"))
-    elif source.exception() is not None:
-        target.set_exception(source.exception())  # type: ignore[arg-type]
-    else:
-        target.set_result(None)
+        return
+    _fail(target, source.exception())
 
 
 def _fail(target: asyncio.Future[None], exc: BaseException | None) -> None:
