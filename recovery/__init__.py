@@ -38,6 +38,8 @@ from ._model import (
     ModelEvent,
     ModelInfo,
     ModelRequest,
+    ReasoningDelta,
+    RefusalDelta,
     TextDelta,
     Usage,
 )
@@ -70,7 +72,9 @@ __all__ = [
     "NotFound",
     "Observer",
     "QueueFull",
+    "ReasoningDelta",
     "RecoveryError",
+    "RefusalDelta",
     "ResponseEnd",
     "ResponseRecord",
     "ResponseStatus",

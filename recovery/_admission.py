@@ -34,7 +34,9 @@ from ._history import check_input
 from ._ids import new_id
 from ._json import dumps
 from ._observer import current_response_id
+from ._references import resolve_references
 from ._response import new_response, unstored
+from ._roster import Roster
 from ._runs import Runs
 from ._settings import RuntimeSettings
 from ._sinks import encode
@@ -46,12 +48,12 @@ class Admissions:
     def __init__(
         self,
         store: Store,
-        agent: Agent | Workflow,
+        roster: Roster,
         settings: RuntimeSettings,
         runs: Runs,
     ) -> None:
         self._store = store
-        self._agent = agent
+        self._roster = roster
         self._settings = settings
         self._runs = runs
 
@@ -69,12 +71,14 @@ class Admissions:
         (the first response, False) and starts nothing (G11)."""
         if self._runs.draining:
             raise Unavailable("The server is shutting down; send the request again.")
+        agent = self._roster.choose(params.get("model"))  # before anything is stored
         if idempotency_key is not None:
             existing = await self._idempotent(tenant, idempotency_key, request_hash)
             if existing is not None:
                 return existing, False
         strategy = params.pop("multitask_strategy", None) or self._settings.multitask_strategy
         lane, busy = await self._lane(params, tenant)
+        params["input"] = await resolve_references(self._store, params["input"], tenant=tenant)
         # A busy lane's running turn may still answer its calls: the check that no call is
         # left unanswered is made again when this turn starts (load_history(turn_input=...)).
         await check_input(
@@ -85,7 +89,7 @@ class Admissions:
             conversation_id=params.get("conversation"),
             allow_pending=busy,
         )
-        self._check_declared_tools(params)
+        _check_declared_tools(agent, params)
         new, events = self._new_response(params, tenant, lane)
         admission = Admission(
             reject_if_busy=strategy == "reject",
@@ -160,18 +164,6 @@ class Admissions:
             return conversation_id, await self._store.lane_busy(conversation_id)
         return None, False
 
-    def _check_declared_tools(self, params: dict[str, Any]) -> None:
-        agent = self._agent
-        server_tools = {t.name for t in agent.tools} if isinstance(agent, Agent) else set()
-        for index, declared in enumerate(params.get("tools") or []):
-            if declared.get("name") in server_tools:
-                raise InvalidRequest(
-                    f"Tool '{declared['name']}' is provided by the server; do not declare it "
-                    "in 'tools'.",
-                    param=f"tools[{index}].name",
-                    code="invalid_value",
-                )
-
     def _new_response(
         self, params: dict[str, Any], tenant: str, lane: str | None
     ) -> tuple[NewResponse, list[EventRow]]:
@@ -202,6 +194,18 @@ class Admissions:
             lease_expires_at=None if background else created_at + self._settings.lease_ttl,
         )
         return new, events
+
+
+def _check_declared_tools(agent: Agent | Workflow, params: dict[str, Any]) -> None:
+    server_tools = {t.name for t in agent.tools} if isinstance(agent, Agent) else set()
+    for index, declared in enumerate(params.get("tools") or []):
+        if declared.get("name") in server_tools:
+            raise InvalidRequest(
+                f"Tool '{declared['name']}' is provided by the server; do not declare it "
+                "in 'tools'.",
+                param=f"tools[{index}].name",
+                code="invalid_value",
+            )
 
 
 def _key_reused(key: str | None) -> InvalidRequest:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
-from store import ConversationRecord, ItemRow
+from store import Conflict, ConversationRecord, ItemRow
 
-from ._errors import NotFound
+from ._errors import InvalidRequest, NotFound
 from ._history import check_tool_pairing, drop_orphaned_outputs, loads_all
 from ._ids import new_id
 from ._items import normalize_item
 from ._json import dumps
+from ._references import check_new_ids, duplicate_item, resolve_references
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
@@ -42,8 +43,10 @@ class Conversations:
         record = ConversationRecord(
             id=new_id("conv"), tenant=tenant, created_at=time.time(), metadata=dumps(metadata)
         )
+        items = await resolve_references(self._store, items, tenant=tenant, param="items")
+        rows = _rows(items)
         check_tool_pairing([], items, allow_pending=True, param="items")
-        await self._store.create_conversation(record, _rows(items))
+        await self._store.create_conversation(record, rows)
         return record
 
     async def get(self, conversation_id: str, tenant: str) -> ConversationRecord:
@@ -75,10 +78,25 @@ class Conversations:
             history, _ = drop_orphaned_outputs(loads_all(stored))
             check_tool_pairing(history, items, allow_pending=True, param="items")
 
+        items = await resolve_references(self._store, items, tenant=tenant, param="items")
         rows = _rows(items)
-        if not await self._store.add_conversation_items(conversation_id, tenant, rows, check=check):
+        try:
+            added = await self._store.add_conversation_items(
+                conversation_id, tenant, rows, check=check
+            )
+        except Conflict:  # an item id the conversation holds: its unique index refused it
+            raise await self._duplicate(conversation_id, rows) from None
+        if not added:
             raise _not_found(conversation_id)
         return rows
+
+    async def _duplicate(self, conversation_id: str, rows: list[ItemRow]) -> InvalidRequest:
+        """The refusal of an append whose items the conversation already holds, naming
+        the first of them."""
+        for index, row in enumerate(rows):
+            if await self._store.get_conversation_item(conversation_id, row.item_id):
+                return duplicate_item(row.item_id, f"items[{index}].id")
+        return duplicate_item(None, "items")
 
     async def list_items(
         self,
@@ -106,7 +124,9 @@ class Conversations:
 
 
 def _rows(items: list[Item]) -> list[ItemRow]:
+    """The stored rows of `items`; InvalidRequest `duplicate_item` if two share an id."""
     normalized = [normalize_item(item) for item in items]
+    check_new_ids([], normalized, param="items")
     return [ItemRow(item["id"], dumps(item)) for item in normalized]
 
 

@@ -3,7 +3,9 @@
 The emitter owns the in-progress Response object and the next sequence number. Each
 method returns the events to publish, in order; it never does I/O. Items are opened
 lazily by the first delta that needs them and closed (`output_item.done`) when another
-kind of item starts or the step ends.
+kind of item starts or the step ends. A step's reasoning (a `reasoning` item) comes
+before its answer; the answer is one message whose part is `output_text`, or `refusal`
+when the model declined (the part kinds and their events: `_parts.py`).
 """
 
 from __future__ import annotations
@@ -12,23 +14,34 @@ import copy
 import time
 from typing import Any
 
+from . import _parts as parts
 from ._ids import new_id
-from ._model import FunctionCallDelta, LogProb, TextDelta
+from ._model import FunctionCallDelta, LogProb, ReasoningDelta, RefusalDelta, TextDelta
 
 Event = dict[str, Any]
 
 
 class _OpenMessage:
-    __slots__ = ("heard", "index", "item", "logprobs", "text")
+    __slots__ = ("heard", "index", "item", "kind", "logprobs", "text")
 
-    def __init__(self, index: int, item: dict[str, Any]) -> None:
+    def __init__(self, index: int, item: dict[str, Any], kind: str = "output_text") -> None:
         self.index = index
         self.item = item
+        self.kind = kind  # of its one content part: output_text or refusal
         self.text: list[str] = []
         self.logprobs: list[LogProb] = []  # of the text, when the request asked for them
         # While resuming after a cut: the new attempt's text not yet matched against
         # what was streamed before it (None once the message goes on live).
         self.heard: str | None = None
+
+
+class _OpenReasoning:
+    __slots__ = ("index", "item", "text")
+
+    def __init__(self, index: int, item: dict[str, Any]) -> None:
+        self.index = index
+        self.item = item
+        self.text: list[str] = []
 
 
 class _OpenCall:
@@ -45,6 +58,7 @@ class Emitter:
         self.response = response
         self.next_seq = next_seq
         self._message: _OpenMessage | None = None
+        self._reasoning: _OpenReasoning | None = None
         self._calls: dict[str, _OpenCall] = {}
 
     @property
@@ -99,14 +113,51 @@ class Emitter:
     # -- model output -------------------------------------------------------------------
 
     def text_delta(self, delta: TextDelta) -> list[Event]:
-        events = self._close_calls("completed")
-        if self._message is not None and self._message.heard is not None:
-            return events + self._resume_text(self._message, delta.text)
-        if self._message is None:
-            events += self._open_message()
+        return self._message_delta("output_text", delta.text, delta.logprobs)
+
+    def refusal_delta(self, delta: RefusalDelta) -> list[Event]:
+        return self._message_delta("refusal", delta.text)
+
+    def _message_delta(
+        self, kind: str, text: str, logprobs: tuple[LogProb, ...] = ()
+    ) -> list[Event]:
+        events = self._close_calls("completed") + self._close_reasoning("completed")
         message = self._message
-        assert message is not None
-        return events + self._append_text(message, delta.text, delta.logprobs)
+        if message is not None and message.heard is not None:
+            if message.kind == kind:
+                return events + self._resume_text(message, text)
+            events += self._drop_message(message)  # the new attempt answers otherwise
+        elif message is not None and message.kind != kind:
+            events += self._close_message("completed")
+        if self._message is None:
+            events += self._open_message(kind)
+        assert self._message is not None
+        return events + self._append_text(self._message, text, logprobs)
+
+    def reasoning_delta(self, delta: ReasoningDelta) -> list[Event]:
+        """Reasoning opens a `reasoning` item, closing what was open before it. While a
+        cut message is being resumed, the new attempt's reasoning is not streamed: the
+        reasoning that led to the cut message was."""
+        if not delta.text or (self._message is not None and self._message.heard is not None):
+            return []
+        events: list[Event] = []
+        if self._reasoning is None:
+            events = self._close_message("completed") + self._close_calls("completed")
+            events += self._open_reasoning()
+        reasoning = self._reasoning
+        assert reasoning is not None
+        reasoning.text.append(delta.text)
+        type_, fields = parts.delta_event("reasoning_text", delta.text)
+        return [
+            *events,
+            self._event(
+                type_,
+                item_id=reasoning.item["id"],
+                output_index=reasoning.index,
+                content_index=0,
+                **fields,
+            ),
+        ]
 
     def _append_text(
         self, message: _OpenMessage, text: str, logprobs: tuple[LogProb, ...] = ()
@@ -117,31 +168,38 @@ class Emitter:
             return []
         message.text.append(text)
         message.logprobs.extend(logprobs)
+        type_, fields = parts.delta_event(message.kind, text, logprobs)
         return [
             self._event(
-                "response.output_text.delta",
+                type_,
                 item_id=message.item["id"],
                 output_index=message.index,
                 content_index=0,
-                delta=text,
-                logprobs=list(logprobs),
+                **fields,
             )
         ]
 
     # -- a message cut off, and its next attempt -----------------------------------------
 
-    def suspend_message(self) -> None:
+    def suspend_message(self) -> list[Event]:
         """The model call streaming the open message failed and will be tried again:
-        keep the message open, and match the next attempt's text against it."""
+        keep the message open, and match the next attempt's text against it. Reasoning
+        it cut is closed `incomplete`: the next attempt reasons again, in a new item."""
         if self._message is not None:
             self._message.heard = ""
+        return self._close_reasoning("incomplete")
 
     def resume_message(
-        self, index: int, item: dict[str, Any], text: str, logprobs: list[LogProb] | None = None
+        self,
+        index: int,
+        item: dict[str, Any],
+        text: str,
+        logprobs: list[LogProb] | None = None,
+        kind: str = "output_text",
     ) -> None:
         """Reopen a message a crash cut off (rebuilt from the log) so that the next
         model call continues it instead of starting the answer again."""
-        message = _OpenMessage(index, item)
+        message = _OpenMessage(index, item, kind)
         message.text.append(text)
         message.logprobs.extend(logprobs or ())
         message.heard = ""
@@ -161,7 +219,7 @@ class Emitter:
             message.heard = None
             return self._append_text(message, heard[len(streamed) :])
         events = self._drop_message(message)
-        events += self._open_message()
+        events += self._open_message(message.kind)
         assert self._message is not None
         return events + self._append_text(self._message, heard)
 
@@ -174,7 +232,7 @@ class Emitter:
         return events
 
     def function_call_delta(self, delta: FunctionCallDelta) -> list[Event]:
-        events = self._close_message("completed")
+        events = self._close_message("completed") + self._close_reasoning("completed")
         call = self._calls.get(delta.call_id)
         if call is None:
             item = {
@@ -229,12 +287,15 @@ class Emitter:
     def drop_open(self) -> list[Event]:
         """Close whatever is open as cut off, a message with no content: the turn failed,
         so its partial text is no answer (its text events stay as streamed)."""
-        events = self._drop_message(self._message) if self._message is not None else []
+        events = self._close_reasoning("incomplete")
+        events += self._drop_message(self._message) if self._message is not None else []
         return events + self._close_calls("incomplete")
 
     def close_open(self, status: str = "completed") -> list[Event]:
         """Close every open item (`incomplete` when the step was cut off)."""
-        return self._close_message(status) + self._close_calls(status)
+        return (
+            self._close_reasoning(status) + self._close_message(status) + self._close_calls(status)
+        )
 
     def add_item(self, item: dict[str, Any]) -> list[Event]:
         """Add a finished item (e.g. a server tool's `function_call_output`)."""
@@ -251,7 +312,7 @@ class Emitter:
 
     # -- items --------------------------------------------------------------------------
 
-    def _open_message(self) -> list[Event]:
+    def _open_message(self, kind: str = "output_text") -> list[Event]:
         item: dict[str, Any] = {
             "type": "message",
             "id": new_id("msg"),
@@ -259,25 +320,69 @@ class Emitter:
             "role": "assistant",
             "content": [],
         }
-        self._message = _OpenMessage(len(self.output), item)
+        self._message = _OpenMessage(len(self.output), item, kind)
+        return self._open_item(self._message.index, item, kind)
+
+    def _open_reasoning(self) -> list[Event]:
+        # Chat Completions upstreams stream raw reasoning, never a summary: `summary`
+        # stays empty and the text is the item's `reasoning_text` content.
+        item: dict[str, Any] = {
+            "type": "reasoning",
+            "id": new_id("rs"),
+            "summary": [],
+            "content": [],
+            "status": "in_progress",
+        }
+        self._reasoning = _OpenReasoning(len(self.output), item)
+        return self._open_item(self._reasoning.index, item, "reasoning_text")
+
+    def _open_item(self, index: int, item: dict[str, Any], kind: str) -> list[Event]:
+        """Add `item` to the output with one empty content part of `kind`."""
         self.output.append(item)
-        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
         events = [
-            self._event(
-                "response.output_item.added",
-                output_index=self._message.index,
-                item=copy.deepcopy(item),
-            ),
+            self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item)),
             self._event(
                 "response.content_part.added",
                 item_id=item["id"],
-                output_index=self._message.index,
+                output_index=index,
                 content_index=0,
-                part=part,
+                part=parts.part(kind),
             ),
         ]
-        item["content"].append(part)
+        item["content"].append(parts.part(kind))
         return events
+
+    def close_part(
+        self,
+        index: int,
+        item: dict[str, Any],
+        kind: str,
+        text: str,
+        logprobs: list[LogProb] | None = None,
+    ) -> list[Event]:
+        """The events that end an item's one content part (its whole text, then the
+        part); the item's content becomes that part."""
+        type_, fields = parts.done_event(kind, text, logprobs)
+        common = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        item["content"] = [parts.part(kind, text, logprobs)]
+        return [
+            self._event(type_, **common, **fields),
+            self._event(
+                "response.content_part.done", **common, part=parts.part(kind, text, logprobs)
+            ),
+        ]
+
+    def _close_reasoning(self, status: str) -> list[Event]:
+        reasoning, self._reasoning = self._reasoning, None
+        if reasoning is None:
+            return []
+        item = reasoning.item
+        events = self.close_part(reasoning.index, item, "reasoning_text", "".join(reasoning.text))
+        item["status"] = status
+        done = self._event(
+            "response.output_item.done", output_index=reasoning.index, item=copy.deepcopy(item)
+        )
+        return [*events, done]
 
     def _close_message(self, status: str) -> list[Event]:
         message = self._message
@@ -289,7 +394,7 @@ class Emitter:
             heard, message.heard = message.heard, None
             events = self._drop_message(message)
             if heard:
-                events += self._open_message()
+                events += self._open_message(message.kind)
                 assert self._message is not None
                 events += self._append_text(self._message, heard)
                 events += self._close_message("completed")
@@ -297,31 +402,14 @@ class Emitter:
         message.heard = None
         self._message = None
         text = "".join(message.text)
-        logprobs = message.logprobs
-        part = {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs}
-        message.item["content"] = [part]
+        events = self.close_part(message.index, message.item, message.kind, text, message.logprobs)
         message.item["status"] = status
-        common = {"item_id": message.item["id"], "output_index": message.index}
-        return [
-            self._event(
-                "response.output_text.done",
-                **common,
-                content_index=0,
-                text=text,
-                logprobs=list(logprobs),
-            ),
-            self._event(
-                "response.content_part.done",
-                **common,
-                content_index=0,
-                part={**part, "logprobs": list(logprobs)},
-            ),
-            self._event(
-                "response.output_item.done",
-                output_index=message.index,
-                item=copy.deepcopy(message.item),
-            ),
-        ]
+        done = self._event(
+            "response.output_item.done",
+            output_index=message.index,
+            item=copy.deepcopy(message.item),
+        )
+        return [*events, done]
 
     def _close_calls(self, status: str) -> list[Event]:
         events: list[Event] = []

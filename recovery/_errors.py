@@ -2,7 +2,8 @@
 
 RecoveryError                 a request the runtime refuses, or a failure inside it
 +-- InvalidRequest            bad input from the client (HTTP 400); carries param and code
-+-- NotFound                  no such response or conversation for this tenant (HTTP 404)
++-- NotFound                  no such response or conversation for this tenant, or no agent
+|                             serves the model a request names (HTTP 404)
 +-- Unavailable               the runtime cannot take the request now: it is shutting down,
 |                             or its store cannot be written (HTTP 503)
 +-- LaneLocked                a `reject` turn found its lane busy (HTTP 409)
@@ -47,9 +48,11 @@ class InvalidRequest(RecoveryError):
 
 
 class NotFound(RecoveryError):
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.param = param
+        self.code = code
 
 
 class Unavailable(RecoveryError):

@@ -11,6 +11,7 @@ from typing import Any
 from store import Store
 
 from ._errors import InvalidRequest
+from ._references import check_new_ids
 from ._status import ResponseStatus
 
 log = logging.getLogger("recovery.history")
@@ -231,11 +232,14 @@ async def check_input(
 ) -> None:
     """Refuse client items that would break tool pairing against the history they
     follow (G5), with InvalidRequest naming the call: an output that answers no call,
-    or a call answered twice; unless `allow_pending`, a call left without output."""
+    or a call answered twice; unless `allow_pending`, a call left without output. A
+    conversation's turn may not add an item the conversation has (`check_new_ids`)."""
     history = await load_history(
         store,
         tenant=tenant,
         previous_response_id=previous_response_id,
         conversation_id=conversation_id,
     )
+    if conversation_id:
+        check_new_ids(history, new_input, param=param)
     check_tool_pairing(history, new_input, allow_pending=allow_pending, param=param)

@@ -20,6 +20,8 @@ def normalize_item(item: Item) -> Item:
     kind = item.get("type") or "message"
     if kind == "message":
         return _message(item)
+    if kind == "item_reference":  # resolved before it is stored (_references.py)
+        return {"type": "item_reference", "id": item["id"]}
     if kind == "function_call":
         return {
             "type": "function_call",
@@ -69,6 +71,8 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
     if part.get("type") == "output_text":
         part.setdefault("annotations", [])
         part.setdefault("logprobs", [])
+    elif part.get("type") == "input_image":
+        part.setdefault("detail", "auto")  # the default, which both schemas require
     return part
 
 

@@ -1,9 +1,10 @@
 """What a model is to the runtime: something that streams one step's output.
 
-A step's output is a sequence of events: text deltas (one assistant message) and
-function-call argument deltas (one item per `call_id`), then optionally usage and an
-`Incomplete` marker; `ModelInfo` (at any point) says which model answered. The runtime
-turns them into Responses items and stream events.
+A step's output is a sequence of events: reasoning deltas (one `reasoning` item, before
+the answer), text or refusal deltas (one assistant message) and function-call argument
+deltas (one item per `call_id`), then optionally usage and an `Incomplete` marker;
+`ModelInfo` (at any point) says which model answered. The runtime turns them into
+Responses items and stream events.
 
 `ModelRequest` carries what the create request asked of the model, by its Responses
 names; a model honours each field or, when it cannot, the server refuses the request
@@ -58,6 +59,20 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class RefusalDelta:
+    """A piece of the model's refusal to answer (a `refusal` content part)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (a `reasoning_text` part of a `reasoning` item)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class FunctionCallDelta:
     """A piece of a function call's arguments; the first piece for a call_id opens it."""
 
@@ -91,7 +106,9 @@ class ModelInfo:
     service_tier: str | None = None
 
 
-ModelEvent = TextDelta | FunctionCallDelta | Usage | Incomplete | ModelInfo
+ModelEvent = (
+    TextDelta | RefusalDelta | ReasoningDelta | FunctionCallDelta | Usage | Incomplete | ModelInfo
+)
 
 
 class Model(Protocol):

@@ -2,7 +2,8 @@
 committed after it (G7): a message the crash cut off stays open for the next model call
 to continue (see `Emitter.resume_message`); any other item left open is closed
 `incomplete`, and the closing events continue the sequence numbers after the last
-committed event."""
+committed event. A reasoning item left open is closed `incomplete` with the reasoning
+streamed so far: the next model call reasons again, in a new item."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ from typing import Any
 from store import EventRow
 
 from ._emitter import Emitter, Event
+from ._parts import DELTA_EVENTS
 
 
 def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
     """Apply committed events after the checkpoint to `emitter`; return the events that
     close whatever was left open (`incomplete`)."""
     output = emitter.output
-    texts: dict[str, list[str]] = {}
+    texts: dict[str, list[str]] = {}  # of each item's content part, by item id
     logprobs: dict[str, list[Any]] = {}
-    parts: set[str] = set()
+    parts: dict[str, str] = {}  # item id -> the kind of its content part
     arguments: dict[str, list[str]] = {}
     open_items: dict[int, dict[str, Any]] = {}
     for row in rows:
@@ -38,8 +40,8 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
             output[event["output_index"]] = event["item"]
             open_items.pop(event["output_index"], None)
         elif kind == "response.content_part.added":
-            parts.add(event["item_id"])
-        elif kind == "response.output_text.delta":
+            parts[event["item_id"]] = event["part"]["type"]
+        elif kind in DELTA_EVENTS:
             texts.setdefault(event["item_id"], []).append(event["delta"])
             logprobs.setdefault(event["item_id"], []).extend(event.get("logprobs") or ())
         elif kind == "response.function_call_arguments.delta":
@@ -56,20 +58,14 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
         # The message the crash cut stays open: the next model call continues it.
         item = open_items.pop(last)
         text = "".join(texts.get(item["id"], []))
-        emitter.resume_message(last, item, text, logprobs.get(item["id"]))
+        emitter.resume_message(last, item, text, logprobs.get(item["id"]), parts[item["id"]])
     for index, item in sorted(open_items.items()):
         item = dict(item, status="incomplete")
-        if item["type"] == "message":
-            text = "".join(texts.get(item["id"], []))
-            common = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        if item["type"] in ("message", "reasoning"):
             if item["id"] in parts:
+                text = "".join(texts.get(item["id"], []))
                 kept = logprobs.get(item["id"], [])
-                part = {"type": "output_text", "text": text, "annotations": [], "logprobs": kept}
-                closing.append(
-                    emitter._event("response.output_text.done", **common, text=text, logprobs=kept)
-                )
-                closing.append(emitter._event("response.content_part.done", **common, part=part))
-                item["content"] = [part]
+                closing += emitter.close_part(index, item, parts[item["id"]], text, kept)
         elif item["type"] == "function_call":
             item["arguments"] = "".join(arguments.get(item["id"], []))
             closing.append(

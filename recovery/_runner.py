@@ -42,6 +42,8 @@ from ._model import (
     Model,
     ModelInfo,
     ModelRequest,
+    ReasoningDelta,
+    RefusalDelta,
     TextDelta,
     Usage,
 )
@@ -269,7 +271,8 @@ class TurnRunner:
             try:
                 return await self._stream_model(request)
             except ModelError as exc:
-                self._emitter.suspend_message()  # the next attempt continues it
+                # The next attempt continues the open message; cut reasoning closes.
+                self._sink.emit(self._emitter.suspend_message())
                 attempt += 1
                 if not exc.retryable or attempt > policy.model_retries:
                     raise
@@ -324,6 +327,10 @@ class TurnRunner:
         async for event in self.turn.observer.watch_model(self._model, request):
             if isinstance(event, TextDelta):
                 sink.emit(emitter.text_delta(event))
+            elif isinstance(event, RefusalDelta):
+                sink.emit(emitter.refusal_delta(event))
+            elif isinstance(event, ReasoningDelta):
+                sink.emit(emitter.reasoning_delta(event))
             elif isinstance(event, FunctionCallDelta):
                 calls.append(event)
             elif isinstance(event, Usage):

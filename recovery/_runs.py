@@ -22,15 +22,21 @@ from store import Fence, ResponseRecord, Store, StoreError
 
 from ._agent import Agent
 from ._leases import LeaseKeeper
-from ._model import Model
 from ._observer import Observer
+from ._roster import Roster
 from ._runner import TurnRunner
 from ._settings import RuntimeSettings
 from ._sinks import DurableSink, MemorySink
 from ._turn import Stop, Turn
-from ._workflow import Workflow
 
 log = logging.getLogger("recovery.runtime")
+
+# What a stored turn whose agent is not served any more is run with: it only ends failed.
+_NOT_SERVED = Agent()
+_NOT_SERVED_MESSAGE = (
+    "The agent this response's model named is not served by this server any more (it was"
+    " restarted with other agents); the response was not run again."
+)
 
 Guard = Callable[[Coroutine[Any, Any, None]], Coroutine[Any, Any, None]]
 
@@ -40,8 +46,7 @@ class Runs:
         self,
         *,
         store: Store,
-        agent: Agent | Workflow,
-        model: Model,
+        roster: Roster,
         settings: RuntimeSettings,
         observer: Observer,
         owner: str,
@@ -49,8 +54,7 @@ class Runs:
         guard: Guard,
     ) -> None:
         self._store = store
-        self._agent = agent
-        self._model = model
+        self._roster = roster  # picks each turn's agent from its stored request
         self._settings = settings
         self._observer = observer
         self.owner = owner
@@ -63,6 +67,7 @@ class Runs:
         self._tasks: set[asyncio.Task[None]] = set()
         self._start_failure: StoreError | None = None  # a claim or recovery that failed
         self._lane_freed: dict[str, asyncio.Event] = {}  # wakes foreground turns waiting
+        self._unserved: set[str] = set()  # turns whose agent this process does not serve
 
     # -- what is driven here ----------------------------------------------------------------
 
@@ -189,9 +194,17 @@ class Runs:
         fresh: bool = False,
     ) -> TurnRunner:
         turn = Turn(record.id, fence, self._store, self._settings, self._observer, Stop())
+        agent = self._roster.for_record(record)
         runner = TurnRunner(
-            turn=turn, agent=self._agent, model=self._model, record=record, sink=sink, fresh=fresh
+            turn=turn,
+            agent=agent or _NOT_SERVED,
+            model=self._roster.model_of(agent or _NOT_SERVED),
+            record=record,
+            sink=sink,
+            fresh=fresh,
         )
+        if agent is None:  # its agent is not served here any more (_roster.py)
+            self._unserved.add(record.id)
         if self.draining:  # claimed while shutting down: stop at the first boundary
             runner.request_drain()
         self._runners[record.id] = runner
@@ -218,6 +231,8 @@ class Runs:
         # Only a turn being driven keeps its lease: once this ends, however it ends, the
         # lease is renewed no more, so a turn left without an end is recovered (G1).
         self._leases.hold(runner.response_id, fence)
+        if runner.response_id in self._unserved:
+            fail = fail or ("server_error", _NOT_SERVED_MESSAGE)
         try:
             if wait_for_lane is not None:
                 await self._wait_for_lane(runner)
@@ -230,6 +245,7 @@ class Runs:
             )
         finally:
             self._leases.drop(runner.response_id, fence)
+            self._unserved.discard(runner.response_id)
             self._runners.pop(runner.response_id, None)
             self._free_lane(lane)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -37,6 +37,7 @@ from ._ids import new_id
 from ._leases import LeaseKeeper
 from ._model import Model
 from ._observer import Observer
+from ._roster import Roster
 from ._runner import TurnRunner
 from ._runs import Runs
 from ._settings import RuntimeSettings
@@ -51,12 +52,17 @@ class Runtime:
     def __init__(
         self,
         store: Store,
-        agent: Agent | Workflow,
+        agent: Agent | Workflow | None,
         model: Model,
         settings: RuntimeSettings | None = None,
         observer: Observer | None = None,
+        *,
+        agents: Mapping[str, Agent | Workflow] | None = None,
     ) -> None:
+        """Serve `agent` for every model name, and each of `agents` for its own name
+        (_roster.py); `model` runs the agents that have none of their own."""
         self.store = store
+        self.roster = roster = Roster(agent, agents or {}, model)
         self.settings = settings = settings or RuntimeSettings()
         broker = Broker()
         store.on_events_committed(broker.notify)
@@ -66,15 +72,14 @@ class Runtime:
         )
         self._runs = Runs(
             store=store,
-            agent=agent,
-            model=(agent.model if isinstance(agent, Agent) else None) or model,
+            roster=roster,
             settings=settings,
             observer=observer or Observer(),
             owner=new_id("proc"),
             leases=self._leases,
             guard=self._fatal_if_raises,
         )
-        self._admissions = Admissions(store, agent, settings, self._runs)
+        self._admissions = Admissions(store, roster, settings, self._runs)
         self._following = Following(store, settings, broker, self._runs)
         self._control = Control(store, settings, self._runs, self._following)
         self._upkeep = Upkeep(store, settings, self._runs)

@@ -3,7 +3,7 @@ opened for the app's lifetime, and errors in the OpenAI envelope."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,7 +24,7 @@ from recovery import (
     open_store,
 )
 
-from . import _conversations_routes, _responses_routes
+from . import _conversations_routes, _models_routes, _responses_routes
 from ._access import AccessMiddleware
 from ._auth import AuthMiddleware, Keys
 from ._connection import KeepAliveMiddleware
@@ -33,6 +33,7 @@ from ._embedded_model import EmbeddedModel
 from ._errors import EXCEPTION_HANDLERS
 from ._metrics import Metrics
 from ._middleware import RequestIdMiddleware
+from ._models_routes import ModelCatalog, UpstreamModels
 from ._openapi import build_document, openapi_endpoint
 from ._settings import Settings
 from ._sse import StreamSlots
@@ -50,6 +51,33 @@ def default_model(settings: Settings) -> Model:
             timeout=settings.upstream_timeout,
         )
     return EmbeddedModel(words=settings.embedded_words, delay_ms=settings.embedded_delay_ms)
+
+
+def served_models(
+    agent: Agent | Workflow | None, agents: Mapping[str, Agent | Workflow], fallback: Model
+) -> list[str]:
+    """The model ids /v1/models lists for this server's own agents (_models_routes.py)."""
+    served = list(agents)
+    if isinstance(agent, Workflow):
+        served.insert(0, agent.name)
+    elif agent is not None:
+        model = agent.model or fallback
+        if not (isinstance(model, UpstreamModel) and model.passes_model_through):
+            served.insert(0, model.name)
+    return served
+
+
+def upstream_models(settings: Settings) -> UpstreamModels | None:
+    """The upstream's model list, when there is an upstream."""
+    if not settings.upstream_base_url:
+        return None
+    key = settings.upstream_api_key
+    return UpstreamModels(
+        settings.upstream_base_url,
+        api_key=key.get_secret_value() if key else None,
+        ttl=settings.upstream_models_ttl,
+        timeout=min(settings.upstream_timeout, _models_routes.LIST_TIMEOUT),
+    )
 
 
 def load_keys(settings: Settings) -> Keys:
@@ -104,25 +132,34 @@ def create_app(
     *,
     settings: Settings | None = None,
     model: Model | None = None,
+    agents: Mapping[str, Agent | Workflow] | None = None,
 ) -> Starlette:
-    """The ASGI app serving `agent`, an Agent or a durable Workflow (the built-in agent
-    when None).
+    """The ASGI app serving `agent`, an Agent or a durable Workflow, for every model name,
+    and each of `agents` for the model name it is keyed by. With neither, the built-in
+    agent; with `agents` only, a request naming another model is a 404.
 
     `settings` default to the environment (`DURABLE_RESPONSES_*`) and built-in defaults;
-    `model` is used when the agent has none (default: the embedded model).
+    `model` is used when an agent has none (default: the embedded model).
     """
     config = settings or Settings()
-    hosted = agent or Agent()
+    named = dict(agents or {})
+    hosted = agent if agent is not None or named else Agent()
     fallback = model or default_model(config)
     keys = load_keys(config)
     metrics = Metrics()
-    metrics.watch(fallback, hosted.model if isinstance(hosted, Agent) else None)
+    own_models = [a.model for a in (hosted, *named.values()) if isinstance(a, Agent)]
+    metrics.watch(fallback, *own_models)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_store(config.db) as store:
             store.on_commit(metrics.commit)
-            runtime = Runtime(store, hosted, fallback, runtime_settings(config), metrics)
+            runtime = Runtime(
+                store, hosted, fallback, runtime_settings(config), metrics, agents=named
+            )
+            # The upstream's models are listed when the default agent may send them there.
+            upstream = upstream_models(config) if hosted is not None else None
+            catalog = ModelCatalog(served_models(hosted, named, fallback), upstream)
             try:
                 async with runtime.running():
                     app.state.context = AppContext(
@@ -131,11 +168,12 @@ def create_app(
                         inspector=Inspector(runtime),
                         settings=config,
                         streams=StreamSlots(config.max_streams_per_tenant),
+                        models=catalog,
                     )
                     yield
             finally:
-                own = hosted.model if isinstance(hosted, Agent) else None
-                for model in {id(m): m for m in (own, fallback) if m}.values():
+                await catalog.aclose()
+                for model in runtime.roster.models():
                     close = getattr(model, "aclose", None)
                     if close is not None:
                         await close()
@@ -143,6 +181,7 @@ def create_app(
     api: list[BaseRoute] = [
         *_responses_routes.ROUTES,
         *_conversations_routes.ROUTES,
+        *_models_routes.ROUTES,
         Route("/openapi.json", openapi_endpoint(build_document(config)), methods=["GET"]),
     ]
     routes: list[BaseRoute] = [

@@ -31,7 +31,7 @@ from ._app import create_app, default_model, load_keys
 from ._flags import parse_settings
 from ._logging import configure_logging
 from ._metrics import MetricsListener
-from ._settings import Settings
+from ._settings import Settings, named_agents
 
 log = logging.getLogger("server")
 
@@ -118,12 +118,12 @@ def check_keys(settings: Settings) -> None:
         log.warning("no API keys configured: anyone who can reach this server can use it")
 
 
-def shutdown_timeout(settings: Settings, agent: Agent | Workflow) -> float:
+def shutdown_timeout(settings: Settings, *agents: Agent | Workflow) -> float:
     """How long Hypercorn waits for the app to shut down. The runtime gives turns the
     grace period, then waits for every tool body still running, which is bounded by its
     tool's timeout; a tool without one is waited for as long as it runs, and so is the
     server. A workflow's steps are not waited for past the grace period."""
-    timeouts = [t.timeout for t in agent.tools] if isinstance(agent, Agent) else []
+    timeouts = [t.timeout for a in agents if isinstance(a, Agent) for t in a.tools]
     if any(timeout is None for timeout in timeouts):
         return math.inf
     return (
@@ -131,7 +131,7 @@ def shutdown_timeout(settings: Settings, agent: Agent | Workflow) -> float:
     )
 
 
-def hypercorn_config(settings: Settings, agent: Agent | Workflow) -> Config:
+def hypercorn_config(settings: Settings, *agents: Agent | Workflow) -> Config:
     config = Config()
     config.bind = [f"{settings.host}:{settings.port}"]
     if settings.metrics_port is not None:
@@ -139,7 +139,7 @@ def hypercorn_config(settings: Settings, agent: Agent | Workflow) -> Config:
     config.accesslog = None  # server/_access.py logs requests, with their tenant
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = settings.shutdown_grace
-    config.shutdown_timeout = shutdown_timeout(settings, agent)
+    config.shutdown_timeout = shutdown_timeout(settings, *agents)
     return config
 
 
@@ -171,19 +171,34 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def load_agents(settings: Settings) -> tuple[Agent | Workflow | None, dict[str, Agent | Workflow]]:
+    """The default agent (the built-in one when no agent at all is given; none when only
+    named agents are) and the named agents."""
+    named = {
+        name: load_agent(spec, settings.agent_path)
+        for name, spec in named_agents(settings.agents).items()
+    }
+    if settings.agent:
+        return load_agent(settings.agent, settings.agent_path), named
+    return (None if named else Agent()), named
+
+
 async def run(settings: Settings) -> None:
-    agent = load_agent(settings.agent, settings.agent_path) if settings.agent else Agent()
+    agent, named = load_agents(settings)
     check_keys(settings)
     await check_store(settings)
-    app = create_app(agent, settings=settings)
-    config = hypercorn_config(settings, agent)
+    app = create_app(agent, settings=settings, agents=named)
+    hosted = [a for a in (agent, *named.values()) if a is not None]
+    config = hypercorn_config(settings, *hosted)
     listen(config)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    if isinstance(agent, Workflow):
+    if agent is None:
+        model = "none (named agents only)"
+    elif isinstance(agent, Workflow):
         model = f"workflow {agent.name}"
     else:
         model = (agent.model or default_model(settings)).name
@@ -193,8 +208,13 @@ async def run(settings: Settings) -> None:
         settings.port,
         redacted(settings.db),
         model,
-        settings.agent or "built-in",
+        settings.agent or ("none" if agent is None else "built-in"),
     )
+    if named:
+        log.info(
+            "named agents: %s",
+            ", ".join(f"{n} ({s})" for n, s in named_agents(settings.agents).items()),
+        )
     served: ASGIApp = app
     if settings.metrics_port is not None:
         served = MetricsListener(app, settings.metrics_port)

@@ -1,5 +1,5 @@
 """What every route needs from the running app: the runtime, its conversations and
-read-only views, and the settings."""
+read-only views, the settings, and the models it serves."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ._errors import APIError
 from ._settings import Settings
 
 if TYPE_CHECKING:
+    from ._models_routes import ModelCatalog
     from ._sse import StreamSlots
 
 
@@ -24,6 +25,7 @@ class AppContext:
     inspector: Inspector
     settings: Settings
     streams: StreamSlots
+    models: ModelCatalog  # what /v1/models lists
 
 
 def context(request: Request) -> AppContext:

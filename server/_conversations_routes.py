@@ -11,6 +11,7 @@ from starlette.routing import Route
 
 from recovery import ConversationRecord, Conversations
 
+from ._attachments import check_sizes
 from ._context import context, read_body, tenant
 from ._ids import IdConvertor  # noqa: F401 (registers `{name:id}` before the routes below)
 from ._json_body import parse_json
@@ -49,6 +50,7 @@ async def _get(request: Request) -> ConversationRecord:
 async def create_conversation(request: Request) -> Response:
     body = validate(CreateConversation, await _body(request))
     items = validate_items(body.get("items") or [], path="items", limit=MAX_ITEMS)
+    check_sizes(items, path="items", max_bytes=context(request).settings.max_attachment_bytes)
     record = await _conversations(request).create(
         tenant(request), body.get("metadata") or {}, items
     )
@@ -80,6 +82,7 @@ async def add_items(request: Request) -> Response:
     send the output later, in a turn's input."""
     body = validate(AddConversationItems, await _body(request))
     items = validate_items(body["items"], path="items", limit=MAX_ITEMS)
+    check_sizes(items, path="items", max_bytes=context(request).settings.max_attachment_bytes)
     conversation_id = request.path_params["conversation_id"]
     rows = await _conversations(request).add_items(conversation_id, tenant(request), items)
     return list_page((rows, False), None)

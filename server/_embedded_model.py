@@ -19,7 +19,8 @@ answer is a minimal instance of the schema (`_minimal_instance.py`), with `json_
 it is `{}`; asked for logprobs, each word is a token of log probability 0 (the model is
 deterministic: probability 1), its own only alternative. It serves at the `default`
 tier, and says so. Other tuning (temperature, reasoning effort, ...) cannot change a
-deterministic answer.
+deterministic answer. It never reasons nor refuses. Images and files in the input are
+accepted (and stored with it) but not read: it answers from the text alone.
 """
 
 from __future__ import annotations
@@ -69,12 +70,17 @@ class EmbeddedModel:
         self._words = words
         self._delay = delay_ms / 1000
 
+    def count_input_tokens(self, request: ModelRequest) -> int:
+        """The `input_tokens` of the usage a step sent `request` reports: the words of its
+        items (POST /v1/responses/input_tokens answers the same)."""
+        return sum(len(_words_of(item)) for item in request.input)
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         user_index, user_text = _last_user_message(request.input)
         plan = self._plan(user_text)
         if plan.fail:
             raise ModelError("The embedded model was asked to fail ([[fail]]).")
-        input_tokens = sum(len(_words_of(item)) for item in request.input)
+        input_tokens = self.count_input_tokens(request)
         after_user = request.input[user_index + 1 :]
         step = sum(
             1

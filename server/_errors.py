@@ -77,7 +77,7 @@ async def handle_invalid_request(request: Request, exc: Exception) -> Response:
 
 async def handle_not_found(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, NotFound)
-    return error_response(APIError(404, exc.message))
+    return error_response(APIError(404, exc.message, param=exc.param, code=exc.code))
 
 
 async def handle_unavailable(request: Request, exc: Exception) -> Response:

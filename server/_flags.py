@@ -26,7 +26,8 @@ _METAVARS = {
     "host": "ADDRESS",
     "port": "PORT",
     "metrics_port": "PORT",
-    "agent": "MODULE:ATTR",
+    "agent": "(NAME=)MODULE:ATTR",
+    "agents": "NAME=MODULE:ATTR,...",
     "agent_path": "DIRS",
     "api_keys": "TENANT:KEY,...",
     "upstream_base_url": "URL",
@@ -78,6 +79,8 @@ def _kind(name: str, field: FieldInfo) -> dict[str, Any]:
         kind["choices"] = list(typing.get_args(annotation))
     else:
         kind["metavar"] = _METAVARS.get(name) or _metavar(annotation, description)
+    if name == "agent":
+        kind["action"] = "append"  # `--agent NAME=module:attr` may be given many times
     return kind
 
 
@@ -116,11 +119,31 @@ def parse_settings(argv: list[str]) -> Settings:
     """The settings from `argv` and the environment; a bad value exits 2 with one line
     naming the flag and its variable (the value may have come from either)."""
     given = vars(build_parser().parse_args(argv))
+    if "agent" in given:
+        given.update(_split_agents(given.pop("agent"), given.get("agents")))
     try:
         return Settings(**given)
     except ValidationError as exc:
         print(f"{PROG}: invalid settings: {describe(exc)}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _split_agents(specs: list[str], agents: str | None) -> dict[str, str]:
+    """The `--agent` flags as settings: the one without a name is the default `agent`,
+    the named ones join `--agents`. A module name cannot hold "=", so "=" marks a name."""
+    default = [spec for spec in specs if "=" not in spec]
+    if len(default) > 1:
+        print(
+            f"{PROG}: invalid settings: {flag_name('agent')}: one default agent only (got"
+            f" {', '.join(default)}); name the others as NAME=module:attribute",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    named = [spec for spec in specs if "=" in spec]
+    split: dict[str, str] = {"agent": default[0]} if default else {}
+    if named:
+        split["agents"] = ",".join([*([agents] if agents else []), *named])
+    return split
 
 
 def describe(exc: ValidationError) -> str:

@@ -23,6 +23,7 @@ from starlette.responses import Response
 from . import _request_models as v
 from ._auth import _EXEMPT as NO_KEY_NEEDED  # the probes
 from ._conversations_routes import MAX_ITEMS as MAX_CONVERSATION_ITEMS
+from ._input_tokens import CountInputTokens
 from ._json_body import MAX_JSON_DEPTH
 from ._query import INT64_MAX
 from ._settings import Settings
@@ -186,6 +187,23 @@ class Deleted(_Out):
     deleted: Literal[True]
 
 
+class ModelObject(_Out):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelList(_Out):
+    object: Literal["list"]
+    data: list[ModelObject]
+
+
+class InputTokenCount(_Out):
+    object: Literal["response.input_tokens"]
+    input_tokens: int
+
+
 class Health(_Out):
     status: str
     reason: str | SkipJsonSchema[None] = None  # why not ready (a 503)
@@ -193,6 +211,7 @@ class Health(_Out):
 
 _REQUESTS: list[type[BaseModel]] = [
     v.CreateResponse,
+    CountInputTokens,
     v.CreateConversation,
     v.UpdateConversation,
     v.AddConversationItems,
@@ -207,6 +226,9 @@ _RESPONSES: list[type[BaseModel]] = [
     ItemList,
     Conversation,
     Deleted,
+    ModelObject,
+    ModelList,
+    InputTokenCount,
     Health,
 ]
 
@@ -254,6 +276,20 @@ def _components(settings: Settings) -> Json:
             "description": "Only function tools are supported here.",
         },
         "CreateResponse.tool_choice": {
+            "anyOf": tool_choices,
+            "description": "A function named here must be declared in `tools`.",
+        },
+        "CountInputTokens.input": {
+            "anyOf": [{"type": "string"}, {**items, "maxItems": settings.max_input_items}],
+            "description": "As for a create.",
+        },
+        "CountInputTokens.tools": {
+            "anyOf": [
+                {"type": "array", "items": _ref(v.FunctionTool), "maxItems": settings.max_tools}
+            ],
+            "description": "Only function tools are supported here.",
+        },
+        "CountInputTokens.tool_choice": {
             "anyOf": tool_choices,
             "description": "A function named here must be declared in `tools`.",
         },
@@ -361,6 +397,9 @@ _DOCUMENT = {"description": "OpenAPI 3.1.", "content": {"application/json": {}}}
 _OPERATIONS: list[tuple[str, str, str, Json, tuple[int, ...], list[Json], Any]] = [
     ("/v1/responses", "post", "Create a response", _STREAM_OR_JSON,
      (400, 401, 404, 409, 413, 429, 503), [_IDEMPOTENCY_KEY], v.CreateResponse),
+    ("/v1/responses/input_tokens", "post",
+     "Count a create's input tokens (an estimate for a model that cannot count)",
+     _json(InputTokenCount), (400, 401, 404, 413, 503), [], CountInputTokens),
     ("/v1/responses/{response_id}", "get", "Get a response, or stream its events",
      _STREAM_OR_JSON, (400, 401, 404, 429, 503), [*_RESPONSE, _STREAM, _STARTING_AFTER], None),
     ("/v1/responses/{response_id}", "delete", "Delete a finished response", _json(Deleted),
@@ -385,6 +424,10 @@ _OPERATIONS: list[tuple[str, str, str, Json, tuple[int, ...], list[Json], Any]] 
      _ONE_ITEM, (401, 404, 503), _ITEM, None),
     ("/v1/conversations/{conversation_id}/items/{item_id}", "delete",
      "Delete a conversation item", _json(Conversation), (401, 404, 503), _ITEM, None),
+    ("/v1/models", "get", "List the models (agents, then the upstream's)", _json(ModelList),
+     (401, 503), [], None),
+    ("/v1/models/{model}", "get", "Get a model", _json(ModelObject), (401, 404, 503),
+     [_path("model")], None),
     ("/healthz", "get", "The process is alive", _json(Health), (401, 503), [],
      None),
     ("/readyz", "get", "The server can take work (store, recovery scan)", _json(Health),
@@ -419,7 +462,9 @@ Infinity, or a number out of a double's range such as `1e309`); anything else is
 every response has an `x-request-id` header. Constraints JSON Schema cannot express are
 checked too: `conversation` and `previous_response_id` exclude each other, `background`
 needs `store` true, `stream_options` needs `stream` true, and tool outputs must answer
-calls of the history they follow.
+calls of the history they follow. A `model` that no agent of this server serves is a 404
+`model_not_found` when the server has no default agent. `POST /v1/responses/compact` is
+not supported yet: it answers 400.
 """
 
 

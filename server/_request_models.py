@@ -23,19 +23,38 @@ class InputText(_Strict):
     text: str
 
 
+# What `_attachments.py` accepts, documented: a base64 data: URL (padded, as decoded).
+_BASE64 = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+DATA_URL = rf"^data:[^,]*;base64,{_BASE64}$"
+
+
 class InputImage(_Strict):
     type: Literal["input_image"]
     detail: Literal["low", "high", "auto", "original"] = "auto"
-    image_url: str  # a URL or a data: URL; images by `file_id` are refused (no Files API)
+    # An http(s) URL or a base64 data: URL; by `file_id` it is refused (no Files API).
+    image_url: Annotated[str, Field(pattern=rf"^(?:https?://.*|{DATA_URL[1:-1]})$")]
     file_id: Annotated[None, WithJsonSchema({"type": "null"})] = None
 
 
 class InputFile(_Strict):
+    """An `input_file` as stored and listed (see `InputFileInline` for a request's)."""
+
     type: Literal["input_file"]
     file_id: str | None = None
     file_data: str | None = None
     file_url: str | None = None
     filename: str | None = None
+
+
+class InputFileInline(_Strict):
+    """An `input_file` as a request may send it: inline, with its name. By `file_id` or
+    `file_url` it is refused (`_attachments.py`)."""
+
+    type: Literal["input_file"]
+    file_data: Annotated[str, Field(pattern=DATA_URL)]
+    filename: Annotated[str, Field(min_length=1)]
+    file_id: Annotated[None, WithJsonSchema({"type": "null"})] = None
+    file_url: Annotated[None, WithJsonSchema({"type": "null"})] = None
 
 
 class OutputText(_Strict):
@@ -50,11 +69,12 @@ class Refusal(_Strict):
     refusal: str
 
 
-# `input_file` (InputFile, kept to document stored items) is refused: no model is sent
-# files yet, and a part the model never sees must not be accepted (`_request_rules._validate_part`).
+# An `input_file` is taken inline only (`file_data` with `filename`); by `file_id` or
+# `file_url` it is refused before its model is picked (`_attachments.py`).
 PART_MODELS: dict[str, type[_Strict]] = {
     "input_text": InputText,
     "input_image": InputImage,
+    "input_file": InputFileInline,
     "output_text": OutputText,
     "refusal": Refusal,
 }
@@ -96,11 +116,20 @@ class Reasoning(_Strict):
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
+class ItemReference(_Strict):
+    """An item stored earlier, by id; replaced by that item before the request is checked
+    or stored (recovery/_references.py). `type` may be left out, as OpenAI's schema allows."""
+
+    type: Literal["item_reference"] | None = None
+    id: Id
+
+
 ITEM_MODELS: dict[str, type[_Strict]] = {
     "message": Message,
     "function_call": FunctionCall,
     "function_call_output": FunctionCallOutput,
     "reasoning": Reasoning,
+    "item_reference": ItemReference,
 }
 
 

@@ -8,7 +8,8 @@ for the fixed shapes (`_request_models.py`), and small dispatch functions here f
 model by tag and build the path themselves. `_validation_errors.py` turns pydantic's
 errors into those 400s, and `_openapi.py` documents the same models. What a request asks
 of the answer (`text`, `reasoning`, `include`) is checked in `_validation_output.py`; what
-the server cannot honour is refused there and here (input files), never dropped.
+the server cannot honour is refused there and here (image and file forms no model can be
+sent: `_attachments.py`), never dropped.
 
 Before any of that, a body must be standard JSON (`_json_body.parse_json`).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ._attachments import check_sizes, refuse_unsent_part
 from ._errors import APIError
 from ._request_models import (
     ITEM_MODELS,
@@ -34,7 +36,13 @@ from ._validation_output import check_output_options
 _PARTS_KEY = {"message": "content", "function_call_output": "output"}
 
 
-def validate_create(body: Json, *, max_input_items: int = 2048, max_tools: int = 128) -> Json:
+def validate_create(
+    body: Json,
+    *,
+    max_input_items: int = 2048,
+    max_tools: int = 128,
+    max_attachment_bytes: int = 5 * 1024 * 1024,
+) -> Json:
     params = validate(CreateResponse, body)
     check_output_options(params)
     if isinstance(params.get("conversation"), dict):
@@ -57,6 +65,7 @@ def validate_create(body: Json, *, max_input_items: int = 2048, max_tools: int =
         params["input"] = []
     elif isinstance(params["input"], list):
         params["input"] = validate_items(params["input"], path="input", limit=max_input_items)
+        check_sizes(params["input"], path="input", max_bytes=max_attachment_bytes)
     _check_length(params.get("tools") or [], "tools", max_tools)
     params["tools"] = [
         validate_tool(tool, path=f"tools[{i}]") for i, tool in enumerate(params.get("tools") or [])
@@ -106,7 +115,7 @@ def validate_items(items: list[Any], *, path: str, limit: int | None = None) -> 
 def validate_item(item: Any, *, path: str) -> Json:
     if not isinstance(item, Mapping):
         raise invalid_type(path, "an object", item)
-    kind = item.get("type") or "message"
+    kind = _item_type(item)
     model = ITEM_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise APIError(
@@ -117,6 +126,8 @@ def validate_item(item: Any, *, path: str) -> Json:
             code="unsupported_value",
         )
     value = validate(model, dict(item), path=path)
+    if kind == "item_reference":
+        value["type"] = kind
     key = _PARTS_KEY.get(kind)  # a reasoning item's `content` is not made of these parts
     parts = value.get(key) if key else None
     if key and isinstance(parts, list):
@@ -126,11 +137,22 @@ def validate_item(item: Any, *, path: str) -> Json:
     return value
 
 
+def _item_type(item: Mapping[str, Any]) -> Any:
+    """An item's type. Without one it is a message, unless it holds nothing but an `id`:
+    then it is an `item_reference`, whose `type` OpenAI's schema lets clients leave out."""
+    kind = item.get("type")
+    if kind is not None:
+        return kind
+    if "id" in item and item.keys() <= {"id", "type"}:
+        return "item_reference"
+    return "message"
+
+
 def _validate_part(part: Any, *, path: str) -> Json:
     if not isinstance(part, Mapping):
         raise invalid_type(path, "an object", part)
     kind = part.get("type")
-    _refuse_unsent_part(part, path)
+    refuse_unsent_part(part, path)  # images and files: _attachments.py
     model = PART_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise APIError(
@@ -140,29 +162,6 @@ def _validate_part(part: Any, *, path: str) -> Json:
             code="invalid_value",
         )
     return validate(model, dict(part), path=path)
-
-
-def _refuse_unsent_part(part: Mapping[str, Any], path: str) -> None:
-    """Refuse a content part no model would be sent (rather than drop it): files, and
-    images by `file_id`, need a Files API this server does not have."""
-    if part.get("type") == "input_file":
-        raise APIError(
-            400,
-            f"Invalid content part '{path}': file inputs ('input_file') are not supported by "
-            "this server yet; no model would see the file. Send its text as 'input_text' "
-            "(or an image as 'input_image' with an image_url).",
-            param=path,
-            code="unsupported_value",
-        )
-    if part.get("type") == "input_image" and part.get("file_id") is not None:
-        raise APIError(
-            400,
-            f"Invalid content part '{path}': images by 'file_id' are not supported by this "
-            "server (it has no Files API); send the image as 'image_url', a URL or a "
-            "data: URL.",
-            param=path,
-            code="unsupported_value",
-        )
 
 
 def validate_tool(tool: Any, *, path: str) -> Json:

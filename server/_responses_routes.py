@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from starlette.convertors import register_url_convertor
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
@@ -18,7 +19,8 @@ from recovery import EventRow, ResponseRecord, encode_event, normalize_input, sy
 
 from ._context import context, read_body, tenant
 from ._errors import APIError, error_response
-from ._ids import IdConvertor  # noqa: F401 (registers `{name:id}` before the routes below)
+from ._ids import IdConvertor
+from ._input_tokens import count_input_tokens, refuse_compact
 from ._json_body import parse_json
 from ._query import query_bool, query_int, query_order
 from ._request_rules import validate_create
@@ -38,6 +40,7 @@ async def create_response(request: Request) -> Response:
         body,
         max_input_items=ctx.settings.max_input_items,
         max_tools=ctx.settings.max_tools,
+        max_attachment_bytes=ctx.settings.max_attachment_bytes,
     )
     if key is not None and params.get("store") is False:
         raise APIError(
@@ -243,11 +246,24 @@ async def refuse_websocket(websocket: WebSocket) -> None:
     await websocket.close(code=1008, reason="WebSocket mode is not supported; use HTTP.")
 
 
+class ResponseIdConvertor(IdConvertor):
+    """`{name:response_id}`: an id, but not the names of the routes beside the ids
+    (`input_tokens`, `compact`), so that another method on those paths is a 405 naming
+    theirs rather than a lookup of a response by that name."""
+
+    regex = "(?!(?:input_tokens|compact)(?:/|$))" + IdConvertor.regex
+
+
+register_url_convertor("response_id", ResponseIdConvertor())
+
 ROUTES = [
     Route("/responses", create_response, methods=["POST"]),
     WebSocketRoute("/responses", refuse_websocket),
-    Route("/responses/{response_id:id}", get_response, methods=["GET"]),
-    Route("/responses/{response_id:id}", delete_response, methods=["DELETE"]),
-    Route("/responses/{response_id:id}/cancel", cancel_response, methods=["POST"]),
-    Route("/responses/{response_id:id}/input_items", list_input_items, methods=["GET"]),
+    # Paths beside the ids: `{response_id:response_id}` does not read these names.
+    Route("/responses/input_tokens", count_input_tokens, methods=["POST"]),
+    Route("/responses/compact", refuse_compact, methods=["POST"]),
+    Route("/responses/{response_id:response_id}", get_response, methods=["GET"]),
+    Route("/responses/{response_id:response_id}", delete_response, methods=["DELETE"]),
+    Route("/responses/{response_id:response_id}/cancel", cancel_response, methods=["POST"]),
+    Route("/responses/{response_id:response_id}/input_items", list_input_items, methods=["GET"]),
 ]

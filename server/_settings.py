@@ -37,7 +37,14 @@ class Settings(BaseSettings):
     )
     agent: str | None = Field(
         None,
-        description="custom agent or workflow handler to host, as module:attribute",
+        description="custom agent or workflow handler to host, as module:attribute; it takes"
+        " every model name no named agent has. Repeat the flag as NAME=module:attribute to"
+        " host named agents",
+    )
+    agents: str | None = Field(
+        None,
+        description="named agents, comma-separated, each NAME=module:attribute: a request"
+        " whose model is NAME runs that agent",
     )
     agent_path: str | None = Field(
         None,
@@ -67,6 +74,11 @@ class Settings(BaseSettings):
     )
     max_input_items: int = Field(2048, ge=1, description="input items one request may carry")
     max_tools: int = Field(128, ge=1, description="tools one request may declare")
+    max_attachment_bytes: int = Field(
+        5 * 1024 * 1024,
+        ge=1,
+        description="decoded bytes one inline input image (data: URL) or file (file_data) may hold",
+    )
     max_streams_per_tenant: int = Field(
         256, ge=1, description="open event streams one tenant may hold on this process (then 429)"
     )
@@ -90,6 +102,12 @@ class Settings(BaseSettings):
         None, description="upstream model name; unset: the request's model passes through"
     )
     upstream_timeout: float = Field(60.0, gt=0, description="seconds an upstream read may take")
+    upstream_models_ttl: float = Field(
+        300.0,
+        ge=0,
+        description="seconds the upstream's model list (GET /models) is kept for /v1/models;"
+        " 0: asked every time",
+    )
     model_retries: int = Field(
         4, ge=0, description="retries of a failed model call (429, 5xx, resets, timeouts)"
     )
@@ -158,9 +176,32 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} has an invalid port") from None
         return value
 
+    @field_validator("agents")
+    @classmethod
+    def _named_agents(cls, value: str | None) -> str | None:
+        if value is not None:
+            named_agents(value)  # raises ValueError naming the entry that is wrong
+        return value
+
     @field_validator("metrics_port")
     @classmethod
     def _not_the_api_port(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and value == info.data.get("port"):
             raise ValueError("must differ from --port: metrics are never served to tenants")
         return value
+
+
+def named_agents(value: str | None) -> dict[str, str]:
+    """`NAME=module:attr,NAME2=module:attr2` as {NAME: "module:attr"}; ValueError for an
+    entry without a name or a module:attribute, or a name given twice."""
+    named: dict[str, str] = {}
+    for entry in (value or "").split(","):
+        name, equals, spec = (part.strip() for part in entry.partition("="))
+        if not entry.strip():
+            continue
+        if not equals or not name or ":" not in spec:
+            raise ValueError(f"{entry.strip()!r} is not NAME=module:attribute")
+        if name in named:
+            raise ValueError(f"the agent name {name!r} is given twice")
+        named[name] = spec
+    return named

@@ -4,7 +4,11 @@ OpenAI, Azure OpenAI), streaming, as a `recovery.Model`.
 It maps Responses items to chat messages, the request's parameters to their Chat
 Completions names (`text.format` -> `response_format`, `reasoning.effort` ->
 `reasoning_effort`, logprobs, ...), and the streamed chunks back to model events,
-including the `model` (and `service_tier`) the upstream says answered.
+including the `model` (and `service_tier`) the upstream says answered. Streamed
+`reasoning_content` (vLLM, DeepSeek, llama.cpp) or `reasoning` (Ollama, OpenRouter)
+deltas become the step's reasoning, `refusal` deltas its refusal. Input images and
+files become `image_url` and `file` parts; reasoning items of the input are not sent
+(Chat Completions has no field for them: each step reasons afresh).
 Failures become `recovery.ModelError`: 429, 5xx, connection errors and timeouts are
 `retryable` (with the upstream's `Retry-After`), and the runtime retries them with
 backoff; nothing here retries those by itself, so there is one retry budget per step.
@@ -29,10 +33,14 @@ from recovery import (
     ModelEvent,
     ModelInfo,
     ModelRequest,
+    ReasoningDelta,
+    RefusalDelta,
     TextDelta,
     Usage,
     new_id,
 )
+
+from ._chat_messages import chat_messages, drop_oldest_turns, tool_choice
 
 Item = dict[str, Any]
 
@@ -124,7 +132,7 @@ def chat_request(request: ModelRequest, pinned: str | None) -> dict[str, Any]:
             }
             for tool in request.tools
         ]
-        body["tool_choice"] = _tool_choice(request.tool_choice)
+        body["tool_choice"] = tool_choice(request.tool_choice)
         body["parallel_tool_calls"] = request.parallel_tool_calls
     for key, value in (
         ("temperature", request.temperature),
@@ -160,83 +168,6 @@ def response_format(text_format: dict[str, Any]) -> dict[str, Any]:
         if text_format.get(key) is not None:
             schema[key] = text_format[key]
     return {"type": "json_schema", "json_schema": schema}
-
-
-def drop_oldest_turns(messages: list[dict[str, Any]], turns: int) -> list[dict[str, Any]] | None:
-    """`messages` without their `turns` oldest turns (`truncation: "auto"`): a turn is a
-    user message and all that follows it up to the next one, so a call and its outputs
-    go together. The leading system messages and the last turn are always kept; None
-    if there is no earlier turn to drop."""
-    lead = 0
-    while lead < len(messages) and messages[lead]["role"] == "system":
-        lead += 1
-    starts = [i for i in range(lead, len(messages)) if messages[i]["role"] == "user"]
-    if len(starts) < 2:
-        return None
-    return messages[:lead] + messages[starts[min(turns, len(starts) - 1)] :]
-
-
-def _tool_choice(choice: Any) -> Any:
-    if isinstance(choice, dict):
-        if choice.get("type") == "function":
-            return {"type": "function", "function": {"name": choice["name"]}}
-        if choice.get("type") == "allowed_tools":
-            return "required" if choice.get("mode") == "required" else "auto"
-    return choice
-
-
-def chat_messages(instructions: str | None, items: list[Item]) -> list[dict[str, Any]]:
-    """Responses input items as chat messages; consecutive function calls become one
-    assistant message with several `tool_calls`."""
-    messages: list[dict[str, Any]] = []
-    if instructions:
-        messages.append({"role": "system", "content": instructions})
-    for item in items:
-        kind = item.get("type", "message")
-        if kind == "message":
-            role = "system" if item["role"] == "developer" else item["role"]
-            messages.append({"role": role, "content": _content(item["content"])})
-        elif kind == "function_call":
-            call = {
-                "id": item["call_id"],
-                "type": "function",
-                "function": {"name": item["name"], "arguments": item["arguments"]},
-            }
-            last = messages[-1] if messages else None
-            if last and last["role"] == "assistant" and "tool_calls" in last:
-                last["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            output = item["output"]
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": item["call_id"],
-                    "content": output if isinstance(output, str) else _content(output),
-                }
-            )
-    return messages
-
-
-def _content(content: Any) -> Any:
-    if isinstance(content, str):
-        return content
-    parts: list[dict[str, Any]] = []
-    for part in content:
-        kind = part.get("type")
-        if kind in ("input_text", "output_text"):
-            parts.append({"type": "text", "text": part["text"]})
-        elif kind == "refusal":
-            parts.append({"type": "text", "text": part["refusal"]})
-        elif kind == "input_image" and part.get("image_url"):
-            image = {"url": part["image_url"]}
-            if part.get("detail") in ("low", "high"):
-                image["detail"] = part["detail"]
-            parts.append({"type": "image_url", "image_url": image})
-    if all(p["type"] == "text" for p in parts):
-        return "".join(p["text"] for p in parts)
-    return parts
 
 
 async def _chunks_to_events(
@@ -284,10 +215,13 @@ async def _chunks_to_events(
             )
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
+            reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+            if reasoning:
+                yield ReasoningDelta(reasoning)
             if delta.get("content"):
                 yield TextDelta(delta["content"], _logprobs(choice.get("logprobs")))
-            if delta.get("refusal"):  # the model declined: its words are the answer
-                yield TextDelta(delta["refusal"])
+            if delta.get("refusal"):  # the model declined: a refusal part, not text
+                yield RefusalDelta(delta["refusal"])
             for call in delta.get("tool_calls") or []:
                 index = int(call.get("index", 0))
                 function = call.get("function") or {}

@@ -63,8 +63,8 @@ class ReasoningParam(_Strict):
 
 
 # include[] values honoured: logprobs are returned (as `top_logprobs` asks too); input
-# images keep their URL in the stored items; reasoning items (and so their encrypted
-# content) are never produced here, which is all that value can ask.
+# images keep their URL in the stored items; reasoning items (from an upstream that
+# reasons) never carry encrypted content, which is all that value can ask.
 INCLUDE_SUPPORTED = (
     "message.output_text.logprobs",
     "message.input_image.image_url",

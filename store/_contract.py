@@ -107,6 +107,7 @@ class Store(Protocol):
     async def chain(
         self, response_id: str, tenant: str
     ) -> list[tuple[ResponseRecord, list[str]]]: ...
+    async def find_items(self, tenant: str, item_ids: Sequence[str]) -> dict[str, str]: ...
 
     # -- the step records and the tool journal -----------------------------------------
     async def record_step(

@@ -27,7 +27,7 @@ from .._errors import Conflict, LeaseLost, StoreError
 from .._records import EventRow, Fence, ItemRow, ResponseRecord
 from ._base import follows, insert_events, notify_events, notify_signal
 from ._database import Tx
-from ._items import INDEX_OUTPUTS
+from ._items import INDEX_OUTPUTS, output_ids
 from ._lanes import LaneStore
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ class RunStore(LaneStore):
         args += [step, *columns(events, "seq", "type", "data")]
         args += [self._events_payload(response_id, events), logged]
         if terminal:
-            args.append(self._signal("lane"))
+            args += [self._signal("lane"), [] if discard else output_ids(snapshot)]
 
         # A save of one statement needs no BEGIN and COMMIT: two round trips fewer on the
         # hottest write (each checkpoint and each end). Such a save also carries the rows

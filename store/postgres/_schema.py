@@ -157,6 +157,31 @@ MIGRATIONS: tuple[str, ...] = (
             ELSE jsonb_set(snapshot::jsonb, '{{status}}', to_jsonb(status))::text END
     $$;
     """,
+    # 2: items found by id across a tenant's responses and conversations, for
+    # `item_reference` input items (store/postgres/_items.py): the input and conversation
+    # items by their id, and the ids of each finished response's output items (written by
+    # the terminal save; the output items themselves stay in the snapshot).
+    """
+    CREATE INDEX response_items_item ON response_items (item_id);
+    CREATE INDEX conversation_items_item ON conversation_items (item_id);
+    CREATE TABLE response_outputs (
+        response_id text NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        item_id text NOT NULL,
+        PRIMARY KEY (response_id, item_id)
+    );
+    CREATE INDEX response_outputs_item ON response_outputs (item_id);
+    -- PostgreSQL's json functions fail on a document holding an escaped NUL: such
+    -- snapshots are left out (their output items cannot be referenced) rather than
+    -- keeping the server from starting. The terminal save reads the rest in Python.
+    INSERT INTO response_outputs (response_id, item_id)
+    SELECT r.id, o.value ->> 'id' FROM responses AS r,
+        jsonb_array_elements(CASE jsonb_typeof(r.snapshot::jsonb -> 'output') WHEN 'array'
+            THEN r.snapshot::jsonb -> 'output' ELSE '[]'::jsonb END) AS o (value)
+    WHERE r.status IN ('completed', 'failed', 'cancelled', 'incomplete')
+        AND strpos(r.snapshot, '\\u0000') = 0
+        AND o.value ->> 'id' IS NOT NULL
+    ON CONFLICT DO NOTHING;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

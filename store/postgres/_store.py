@@ -10,6 +10,7 @@ from .._records import EventRow, ItemRow, ResponseRecord
 from ._base import Order
 from ._conversations import ConversationStore
 from ._database import Tx
+from ._items import ItemStore
 from ._journal import JournalStore
 from ._runs import RunStore
 from ._sql import RESPONSE_COLUMNS, TERMINAL, UNFINISHED, response, response_columns
@@ -55,7 +56,7 @@ _CHAIN = (
 )
 
 
-class PostgresStore(ConversationStore, JournalStore, RunStore):
+class PostgresStore(ConversationStore, ItemStore, JournalStore, RunStore):
     """Durable state of responses, events and conversations in one PostgreSQL database,
     shared by any number of server processes on any number of hosts.
 

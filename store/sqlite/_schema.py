@@ -163,6 +163,25 @@ MIGRATIONS: tuple[str, ...] = (
         written_at REAL NOT NULL
     );
     """,
+    # 8: items found by id across a tenant's responses and conversations, for
+    # `item_reference` input items (store/sqlite/_items.py): the input and conversation
+    # items by their id, and the ids of each finished response's output items (written by
+    # the terminal save; the output items themselves stay in the snapshot).
+    """
+    CREATE INDEX response_items_item ON response_items (item_id);
+    CREATE INDEX conversation_items_item ON conversation_items (item_id);
+    CREATE TABLE response_outputs (
+        response_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        item_id TEXT NOT NULL,
+        PRIMARY KEY (response_id, item_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX response_outputs_item ON response_outputs (item_id);
+    INSERT OR IGNORE INTO response_outputs (response_id, item_id)
+    SELECT r.id, CASE WHEN e.type = 'object' THEN json_extract(e.value, '$.id') END AS item_id
+    FROM responses AS r, json_each(r.snapshot, '$.output') AS e
+    WHERE r.status IN ('completed', 'failed', 'cancelled', 'incomplete')
+        AND item_id IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -38,6 +38,7 @@ from ._connection import Readers, Tx, Writer, connect, open_direct_reader, open_
 from ._conversations import ConversationStore
 from ._errors import translate_sqlite_errors
 from ._health import FileWatch
+from ._items import ItemStore, index_outputs
 from ._journal import JournalStore
 from ._schema import MIGRATIONS
 
@@ -54,7 +55,7 @@ _LIVE_CHAINS = (
 )
 
 
-class SQLiteStore(ConversationStore, JournalStore):
+class SQLiteStore(ConversationStore, ItemStore, JournalStore):
     """Durable state of responses, events and conversations in one SQLite file (WAL).
 
     Writes go through one writer connection with group commit; reads use separate
@@ -461,6 +462,8 @@ class SQLiteStore(ConversationStore, JournalStore):
                 raise LeaseLost(f"response {response_id} is no longer held by {fence}")
             if terminal:
                 self._check_stop_request(tx, response_id, status)
+                if not discard:
+                    index_outputs(tx, response_id, snapshot)
             self._insert_events(tx, response_id, events)
             if logged:
                 self._check_log_ends_at(tx, response_id, last_seq, events)

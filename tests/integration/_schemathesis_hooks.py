@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from typing import Any
 
 import schemathesis
@@ -34,6 +35,11 @@ DOCUMENTED_REFUSALS = {
 # Tool pairing (an output without its call, a call without its output, an output twice),
 # for whichever parameter holds the items.
 DOCUMENTED_CODES = {"tool_call_not_found", "tool_output_missing", "duplicate_tool_output"}
+# An `item_reference` must name an item the tenant has stored, and a conversation holds an
+# item once (docs/protocol.md, section 4), whichever item holds them.
+DOCUMENTED_CODES |= {"item_not_found", "duplicate_item"}
+# Inline images and files over --max-attachment-bytes (docs/protocol.md, section 4).
+DOCUMENTED_CODES |= {"file_too_large"}
 
 _stored_before: dict[str, int] = {}
 
@@ -78,8 +84,20 @@ def schema_valid_refused_only_by_documented_rule(
     if response.status_code != 400:
         return None
     error = response.json()["error"]
-    documented = error["code"] in DOCUMENTED_CODES
+    documented = error["code"] in DOCUMENTED_CODES or _nul_in_id(error) or _file_in_output(error)
     assert documented or (error["code"], error["param"]) in DOCUMENTED_REFUSALS, (
         f"schema-valid data refused for a reason the document does not give: {error}"
     )
     return None
+
+
+def _file_in_output(error: dict[str, Any]) -> bool:
+    """An `input_file` inside a function call output (docs/protocol.md, section 4)."""
+    param = error["param"] or ""
+    return error["code"] == "unsupported_value" and bool(re.search(r"\.output\[\d+\]$", param))
+
+
+def _nul_in_id(error: dict[str, Any]) -> bool:
+    """An id holding a NUL character, refused naming it (docs/protocol.md, section 9)."""
+    param = error["param"] or ""
+    return error["code"] == "invalid_value" and param.endswith(".id") and "NUL" in error["message"]

@@ -241,7 +241,9 @@ def pinned(start_server: StartServer, fake_upstream: FakeUpstream) -> Iterator[o
 def test_every_option_reaches_the_upstream_under_its_chat_completions_name(
     pinned: openai.OpenAI, fake_upstream: FakeUpstream
 ) -> None:
-    fake_upstream.push(text("Paris is sunny", model="pinned-model-2026-08-01", service_tier="flex"))
+    # Under a JSON schema the (strict) fake answers only JSON for it, as a real model does.
+    answer = '{"city": "Paris", "sunny": true}'
+    fake_upstream.push(text(answer, model="pinned-model-2026-08-01", service_tier="flex"))
 
     raw = pinned.responses.with_raw_response.create(
         model="gpt-x",
@@ -288,13 +290,14 @@ def test_every_option_reaches_the_upstream_under_its_chat_completions_name(
     assert (response.model, response.service_tier) == ("pinned-model-2026-08-01", "flex")
     assert data["text"]["format"] == {**JSON_SCHEMA_FORMAT, "description": None}
     [part] = data["output"][0]["content"]
-    assert [p["token"] for p in part["logprobs"]] == ["Paris", " is", " sunny"]
+    first = '{"city":'
+    assert [p["token"] for p in part["logprobs"]] == [first, ' "Paris",', ' "sunny":', " true}"]
     assert part["logprobs"][0] == {
-        "token": "Paris",
+        "token": first,
         "logprob": -0.5,
-        "bytes": list(b"Paris"),  # null upstream: filled in
+        "bytes": list(first.encode()),  # null upstream: filled in
         "top_logprobs": [
-            {"token": "Paris", "logprob": -0.5, "bytes": list(b"Paris")},
+            {"token": first, "logprob": -0.5, "bytes": list(first.encode())},
             {"token": "alt", "logprob": -1.5, "bytes": list(b"alt")},
         ],
     }
@@ -303,10 +306,10 @@ def test_every_option_reaches_the_upstream_under_its_chat_completions_name(
 def test_a_pinned_model_is_reported_when_the_upstream_names_none(
     pinned: openai.OpenAI, fake_upstream: FakeUpstream
 ) -> None:
-    fake_upstream.push(text("ok"))
+    fake_upstream.push(text("{}"))
 
     response = pinned.responses.create(
-        model="gpt-x", input="hi", text={"format": {"type": "json_object"}}
+        model="gpt-x", input="hi, in JSON", text={"format": {"type": "json_object"}}
     )
 
     assert response.model == PINNED

@@ -56,7 +56,15 @@ def fake_upstream() -> Iterator[FakeUpstream]:
 
 def test_every_sample_has_a_readme_and_is_tested() -> None:
     folders = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and p.name != "__pycache__")
-    assert folders == ["basic", "resilience", "steering", "tools", "upstream", "workflow"]
+    assert folders == [
+        "basic",
+        "resilience",
+        "steering",
+        "structured",
+        "tools",
+        "upstream",
+        "workflow",
+    ]
     for folder in folders:
         readme = (SAMPLES / folder / "README.md").read_text()
         assert "python samples/" in readme, f"{folder}/README.md says how to run it"
@@ -85,6 +93,24 @@ def test_basic(start_server: StartServer) -> None:
     assert re.fullmatch(
         r"background: queued( -> in_progress)? -> completed: Take your time( \w+){7}", lines[3]
     ), lines[3]
+
+
+def test_structured(start_server: StartServer) -> None:
+    server = start_server(*TOOLS_AGENT)
+
+    output = run_sample("structured/client.py", "--base-url", server.url)
+
+    assert block(output, "parse").splitlines() == [
+        "item    function_call",
+        "item    function_call_output",
+        "item    message",
+        "parsed  Forecast(city='', sunny=False, temperature_c=0)",
+        "status  completed",
+    ]
+    assert block(output, "stream").splitlines() == [
+        "parsed  Forecast(city='', sunny=False, temperature_c=0)",
+        "events  True",
+    ]
 
 
 def test_tools(start_server: StartServer, tmp_path: Path) -> None:

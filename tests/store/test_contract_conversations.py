@@ -27,6 +27,7 @@ from tests.store.test_contract import (
     end,
     in_lane,
     message,
+    status,
 )
 from tests.store.test_sqlite import new_response, rows
 
@@ -139,6 +140,56 @@ async def test_a_foreground_turn_records_where_its_history_ends(store: Store) ->
 
     record = await store.get_response("resp_f", "")
     assert record.conversation_upto == 1
+
+
+# -- items by id (item_reference) ---------------------------------------------------------------
+
+
+async def test_items_are_found_by_id_among_a_tenants_inputs_outputs_and_conversations(
+    store: Store,
+) -> None:
+    """find_items reads a response's input items, a finished response's output items (in
+    its snapshot) and a conversation's items; never another tenant's, nor the output of a
+    response still running, nor the input of a `store: false` one."""
+    fence = await claimed(store, "resp_1")
+    await store.append_events("resp_1", fence, rows(0))
+    output = [{"id": "msg_out", "type": "message", "role": "assistant", "content": []}]
+    snapshot = json.dumps({"status": "completed", "output": output})
+    await store.save_snapshot(
+        "resp_1", fence, snapshot=snapshot, last_seq=0, status="completed", terminal=True
+    )
+    await store.create_response(new_response("resp_2"), [message("msg_in")], [])
+    running = await claimed(store, "resp_3")
+    await store.save_snapshot(
+        "resp_3",
+        running,
+        snapshot=json.dumps({"output": [{"id": "msg_running"}]}),
+        last_seq=-1,
+        status="in_progress",
+    )
+    await store.create_conversation(ConversationRecord("conv_1", "", 1.0, "{}"), [message("m1")])
+    other = dataclasses.replace(new_response("resp_x"), tenant="another tenant")
+    await store.create_response(other, [message("msg_theirs")], [])
+    unstored = dataclasses.replace(new_response("resp_u"), params='{"store":false}')
+    await store.create_response(unstored, [message("msg_unstored")], [])
+
+    ids = ["msg_out", "msg_in", "m1", "msg_theirs", "msg_running", "msg_unstored", "nope"]
+    found = {k: json.loads(v) for k, v in (await store.find_items("", ids)).items()}
+
+    assert found == {
+        "msg_out": output[0],
+        "msg_in": {"id": "msg_in", "type": "message"},
+        "m1": {"id": "m1", "type": "message"},
+    }
+    assert await store.find_items("", []) == {}
+    assert list(await store.find_items("another tenant", ids)) == ["msg_theirs"]
+    await store.delete_response("resp_1", "")
+    assert await store.find_items("", ["msg_out"]) == {}
+    odd = await claimed(store, "resp_4")  # an output that is no list has no items to find
+    await store.save_snapshot(
+        "resp_4", odd, snapshot='{"output":null}', last_seq=-1, status="failed", terminal=True
+    )
+    assert await status(store, "resp_4") == "failed"
 
 
 # -- retention ---------------------------------------------------------------------------------

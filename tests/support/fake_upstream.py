@@ -16,7 +16,15 @@ wire"): a history where an assistant message's `tool_calls` are not each answere
 `tool` message right after it, or a `tool` message that answers no pending call (none, or
 one already answered), gets HTTP 400 in OpenAI's error envelope with OpenAI's message,
 consumes no scripted turn, and is listed in `refusals` (index into `requests`, message).
-`pairing_error` is the same rule as a function.
+`pairing_error` is the same rule as a function. It refuses as strictly, the same way,
+what `tests/support/chat_rules.py` lists: malformed image and file parts, a malformed or
+non-strict `response_format`, `json_object` without the word "json". Under a JSON
+`response_format` a scripted answer must be valid JSON for it (a real model's always is):
+one that is not gets HTTP 500 naming the test's mistake.
+
+A turn may stream reasoning first (`reasoning=`, as `reasoning_content` deltas, or as
+`reasoning` deltas with `reasoning_field="reasoning"`, as Ollama sends them), and
+`refusal(...)` streams `refusal` deltas instead of content.
 """
 
 from __future__ import annotations
@@ -32,10 +40,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.chat_rules import answer_error, request_error
+
 
 @dataclass(frozen=True)
 class Turn:
-    kind: str  # text | tool_calls | fault | reset | reset_mid | stall | malformed
+    kind: str  # text | refusal | tool_calls | fault | reset | reset_mid | stall | malformed
     text: str = ""
     calls: tuple[tuple[str, str, str], ...] = ()
     status: int = 200
@@ -49,6 +59,8 @@ class Turn:
     model: str | None = None  # the `model` its chunks report (none when None)
     service_tier: str | None = None  # the `service_tier` its chunks report
     body: dict[str, Any] | None = None  # a fault's JSON body (default: a scripted fault)
+    reasoning: str = ""  # streamed word by word before the answer
+    reasoning_field: str = "reasoning_content"  # the delta field it streams in
 
 
 def text(
@@ -61,8 +73,11 @@ def text(
     pace: float = 0.0,
     model: str | None = None,
     service_tier: str | None = None,
+    reasoning: str = "",
+    reasoning_field: str = "reasoning_content",
 ) -> Turn:
-    """Stream `value` word by word; `usage` is (prompt_tokens, completion_tokens)."""
+    """Stream `value` word by word (after `reasoning`, if any); `usage` is
+    (prompt_tokens, completion_tokens)."""
     return Turn(
         "text",
         text=value,
@@ -73,13 +88,29 @@ def text(
         pace=pace,
         model=model,
         service_tier=service_tier,
+        reasoning=reasoning,
+        reasoning_field=reasoning_field,
     )
 
 
-def tool_calls(*calls: tuple[str, str, str], pace: float = 0.0, preface: str = "") -> Turn:
+def refusal(value: str, *, reasoning: str = "") -> Turn:
+    """Decline: stream `value` word by word as `refusal` deltas."""
+    return Turn("refusal", text=value, reasoning=reasoning)
+
+
+def tool_calls(
+    *calls: tuple[str, str, str], pace: float = 0.0, preface: str = "", reasoning: str = ""
+) -> Turn:
     """Stream these (call id, name, arguments) calls, the arguments in two pieces each,
     after the text `preface` word by word (a model that says what it is about to do)."""
-    return Turn("tool_calls", text=preface, calls=calls, finish_reason="tool_calls", pace=pace)
+    return Turn(
+        "tool_calls",
+        text=preface,
+        calls=calls,
+        finish_reason="tool_calls",
+        pace=pace,
+        reasoning=reasoning,
+    )
 
 
 def fault(
@@ -93,9 +124,10 @@ def reset() -> Turn:
     return Turn("reset")
 
 
-def reset_mid(value: str) -> Turn:
-    """Stream the first word of `value`, then drop the connection."""
-    return Turn("reset_mid", text=value)
+def reset_mid(value: str, *, reasoning: str = "") -> Turn:
+    """Stream the first word of `value` (or, given `reasoning`, all of that and no
+    answer), then drop the connection."""
+    return Turn("reset_mid", text=value, reasoning=reasoning)
 
 
 def stall(seconds: float) -> Turn:
@@ -196,7 +228,7 @@ class FakeUpstream:
             self.script.extend(turns)
 
     def _next(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Turn | Refusal:
-        fault_found = pairing_error(body.get("messages") or [])
+        fault_found = pairing_error(body.get("messages") or []) or request_error(body)
         with self._lock:
             self.arrivals.append(time.monotonic())
             self.requests.append(body)
@@ -221,6 +253,13 @@ class FakeUpstream:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            response_format: Any = None  # the request's
+
+            def _mistake(self, turn: Turn) -> str | None:
+                if turn.kind != "text":
+                    return None
+                return answer_error(self.response_format, turn.text)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 raw = self.rfile.read(length)
@@ -229,6 +268,7 @@ class FakeUpstream:
                 body = json.loads(raw or b"{}")
                 headers = {key.lower(): value for key, value in self.headers.items()}
                 self.logprobs = bool(body.get("logprobs"))
+                self.response_format = body.get("response_format")
                 turn = upstream._next(body, headers)
                 with contextlib.suppress(ConnectionError):  # the server hung up, or died
                     self._play(turn)
@@ -240,6 +280,9 @@ class FakeUpstream:
                 if turn.kind == "reset":
                     self._drop()
                     return
+                mistake = self._mistake(turn)
+                if mistake is not None:
+                    turn = fault(500, body={"error": {"message": f"fake upstream: {mistake}"}})
                 if turn.kind == "fault":
                     self.send_response(turn.status)
                     for key, value in turn.headers.items():
@@ -261,13 +304,15 @@ class FakeUpstream:
                     self._send("data: {this is not json\n\n")
                     return
                 if turn.kind == "reset_mid":
-                    self._chunk({"content": turn.text.split()[0]})
+                    if turn.reasoning:
+                        self._words(turn.reasoning, turn.reasoning_field)
+                    else:
+                        self._chunk({"content": turn.text.split()[0]})
                     self._drop()
                     return
-                if turn.kind == "text":
-                    words = turn.text.split(" ")
-                    for i, word in enumerate(words):
-                        self._chunk({"content": word if i == 0 else " " + word})
+                self._words(turn.reasoning, turn.reasoning_field)
+                if turn.kind in ("text", "refusal"):
+                    self._words(turn.text, "content" if turn.kind == "text" else "refusal")
                 else:
                     if turn.text:
                         words = turn.text.split(" ")
@@ -305,6 +350,12 @@ class FakeUpstream:
                 final = {"choices": [], "usage": usage, **self._reported()}
                 self._send("data: " + json.dumps(final) + "\n\n")
                 self._send("data: [DONE]\n\n")
+
+            def _words(self, value: str, field: str) -> None:
+                if value:
+                    words = value.split(" ")
+                    for i, word in enumerate(words):
+                        self._chunk({field: word if i == 0 else " " + word})
 
             def _refuse(self, refusal: Refusal) -> None:
                 error = {

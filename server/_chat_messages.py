@@ -1,0 +1,115 @@
+"""Responses input items as Chat Completions messages, for the upstream model.
+
+A message keeps its role (`developer` is `system`); consecutive function calls become one
+assistant message with several `tool_calls`, each output a `tool` message. Content parts
+map one to one: text as `text`, images as `image_url` (with `detail`), inline files as
+`file` (`file_data`, `filename`); an assistant's refusal goes in the message's `refusal`.
+Reasoning items are not sent: Chat Completions has no field for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Item = dict[str, Any]
+
+
+def drop_oldest_turns(messages: list[dict[str, Any]], turns: int) -> list[dict[str, Any]] | None:
+    """`messages` without their `turns` oldest turns (`truncation: "auto"`): a turn is a
+    user message and all that follows it up to the next one, so a call and its outputs
+    go together. The leading system messages and the last turn are always kept; None
+    if there is no earlier turn to drop."""
+    lead = 0
+    while lead < len(messages) and messages[lead]["role"] == "system":
+        lead += 1
+    starts = [i for i in range(lead, len(messages)) if messages[i]["role"] == "user"]
+    if len(starts) < 2:
+        return None
+    return messages[:lead] + messages[starts[min(turns, len(starts) - 1)] :]
+
+
+def tool_choice(choice: Any) -> Any:
+    """A Responses `tool_choice` as Chat Completions takes it."""
+    if isinstance(choice, dict):
+        if choice.get("type") == "function":
+            return {"type": "function", "function": {"name": choice["name"]}}
+        if choice.get("type") == "allowed_tools":
+            return "required" if choice.get("mode") == "required" else "auto"
+    return choice
+
+
+def chat_messages(instructions: str | None, items: list[Item]) -> list[dict[str, Any]]:
+    """Responses input items as chat messages; consecutive function calls become one
+    assistant message with several `tool_calls`."""
+    messages: list[dict[str, Any]] = []
+    if instructions:
+        messages.append({"role": "system", "content": instructions})
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message":
+            messages.append(_message(item))
+        elif kind == "function_call":
+            call = {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]},
+            }
+            last = messages[-1] if messages else None
+            if last and last["role"] == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item["output"]
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item["call_id"],
+                    "content": output if isinstance(output, str) else _content(output),
+                }
+            )
+    return messages
+
+
+def _message(item: Item) -> dict[str, Any]:
+    """A message item as a chat message. An assistant's refusal goes in `refusal`, the
+    field Chat Completions answers it in."""
+    role = "system" if item["role"] == "developer" else item["role"]
+    content = item["content"]
+    if role != "assistant" or isinstance(content, str):
+        return {"role": role, "content": _content(content)}
+    refusals = [p["refusal"] for p in content if p.get("type") == "refusal"]
+    said = [p for p in content if p.get("type") != "refusal"]
+    message: dict[str, Any] = {"role": role, "content": _content(said) if said else None}
+    if refusals:
+        message["refusal"] = "".join(refusals)
+    return message
+
+
+# Image detail levels Chat Completions knows; `original` (full resolution) is `high` there.
+_DETAIL = {"low": "low", "high": "high", "auto": "auto", "original": "high"}
+
+
+def _content(content: Any) -> Any:
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        kind = part.get("type")
+        if kind in ("input_text", "output_text"):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "refusal":
+            parts.append({"type": "text", "text": part["refusal"]})
+        elif kind == "input_image" and part.get("image_url"):
+            image = {"url": part["image_url"]}
+            if part.get("detail") in _DETAIL:
+                image["detail"] = _DETAIL[part["detail"]]
+            parts.append({"type": "image_url", "image_url": image})
+        elif kind == "input_file" and part.get("file_data"):
+            file = {"file_data": part["file_data"]}
+            if part.get("filename"):
+                file["filename"] = part["filename"]
+            parts.append({"type": "file", "file": file})
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
