@@ -24,6 +24,7 @@ from ._errors import (
     NotFound,
     QueueFull,
     RecoveryError,
+    SteerRefused,
     StepFailed,
     TurnStopped,
     Unavailable,
@@ -48,6 +49,7 @@ from ._runtime import Runtime
 from ._settings import RuntimeSettings
 from ._sinks import encode as encode_event
 from ._status import TERMINAL_EVENTS, ResponseStatus
+from ._steering import SteerAccepted, SteerOutcome
 from ._synthesize import synthesize as synthesize_events
 from ._tools import Tool, ToolContext, tool
 from ._workflow import Workflow, WorkflowContext, workflow
@@ -80,6 +82,9 @@ __all__ = [
     "ResponseStatus",
     "Runtime",
     "RuntimeSettings",
+    "SteerAccepted",
+    "SteerOutcome",
+    "SteerRefused",
     "StepFailed",
     "StoreError",
     "StoreOpenError",

@@ -9,7 +9,9 @@ store that cannot be written into Unavailable.
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from store import (
@@ -20,6 +22,8 @@ from store import (
     LaneBusy,
     NewResponse,
     ResponseRecord,
+    StaleSteers,
+    SteerRecord,
     Store,
     StoreUnavailable,
     StoreVanished,
@@ -43,6 +47,8 @@ from ._sinks import encode
 from ._status import ResponseStatus
 from ._workflow import Workflow
 
+PendingSteers = Callable[[str, str], Awaitable[list[SteerRecord]]]  # (response id, tenant)
+
 
 class Admissions:
     def __init__(
@@ -56,6 +62,9 @@ class Admissions:
         self._roster = roster
         self._settings = settings
         self._runs = runs
+        # The pending steers of a response, taken over by its explicit continuation
+        # (_steering.py `take_pending`; set by the runtime).
+        self.pending_steers: PendingSteers | None = None
 
     async def create(
         self,
@@ -79,6 +88,7 @@ class Admissions:
         strategy = params.pop("multitask_strategy", None) or self._settings.multitask_strategy
         lane, busy = await self._lane(params, tenant)
         params["input"] = await resolve_references(self._store, params["input"], tenant=tenant)
+        steers = await self._pending_steers(params, tenant, busy)
         # A busy lane's running turn may still answer its calls: the check that no call is
         # left unanswered is made again when this turn starts (load_history(turn_input=...)).
         await check_input(
@@ -90,7 +100,7 @@ class Admissions:
             allow_pending=busy,
         )
         _check_declared_tools(agent, params)
-        new, events = self._new_response(params, tenant, lane)
+        new, events = new_turn(params, tenant, lane, self._runs.owner, self._settings)
         admission = Admission(
             reject_if_busy=strategy == "reject",
             steer=strategy if strategy in ("interrupt", "rollback") else None,
@@ -98,6 +108,8 @@ class Admissions:
             max_queued_tenant=self._settings.max_queued_per_tenant,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+            steers=tuple(steer.id for steer in steers),
+            steers_state="pending",
         )
         items = [ItemRow(item["id"], dumps(item)) for item in params["input"]]
         claim_for = (self._runs.owner, self._settings.lease_ttl) if new.background else None
@@ -119,6 +131,11 @@ class Admissions:
             ) from None
         except IdempotencyMismatch:
             raise _key_reused(idempotency_key) from None
+        except StaleSteers:
+            raise Unavailable(
+                "The steering input queued for this response was just taken by another"
+                " request; send this one again."
+            ) from None
         except StoreUnavailable as exc:
             raise Unavailable(_unwritable(exc)) from exc
         current_response_id.set(record.id)
@@ -131,6 +148,25 @@ class Admissions:
             if admission.steer is not None and lane is not None:  # a lane it shares
                 self._runs.steer(lane, admission.steer)
         return record, created
+
+    async def _pending_steers(
+        self, params: dict[str, Any], tenant: str, busy: bool
+    ) -> list[SteerRecord]:
+        """The steers that waited for this continuation of a response that asked for
+        client tool output: their input joins this turn's, after the tool outputs that
+        lead it (so every call stays next to its output, G5), in submission order."""
+        previous_id = params.get("previous_response_id")
+        if not previous_id or busy or self.pending_steers is None:
+            return []
+        steers = await self.pending_steers(previous_id, tenant)
+        if steers:
+            given: list[dict[str, Any]] = params["input"]
+            lead = 0
+            while lead < len(given) and given[lead].get("type") == "function_call_output":
+                lead += 1
+            queued = [item for steer in steers for item in json.loads(steer.input)]
+            params["input"] = [*given[:lead], *queued, *given[lead:]]
+        return steers
 
     async def _idempotent(
         self, tenant: str, key: str, request_hash: str | None
@@ -164,36 +200,43 @@ class Admissions:
             return conversation_id, await self._store.lane_busy(conversation_id)
         return None, False
 
-    def _new_response(
-        self, params: dict[str, Any], tenant: str, lane: str | None
-    ) -> tuple[NewResponse, list[EventRow]]:
-        response_id = new_id("resp")
-        created_at = time.time()
-        background = bool(params.get("background"))
-        status = ResponseStatus.QUEUED if background else ResponseStatus.IN_PROGRESS
-        response = new_response(response_id, created_at, status, params)
-        events: list[EventRow] = []
-        if background:
-            emitter = Emitter(response, 0)
-            events = [encode(emitter.lifecycle("response.created"))]
-            events.append(encode(emitter.lifecycle("response.queued")))
-        new = NewResponse(
-            id=response_id,
-            tenant=tenant,
-            status=status,
-            background=background,
-            created_at=created_at,
-            params=dumps(params),
-            snapshot=dumps(response),
-            last_seq=len(events) - 1,
-            lane=lane or response_id,
-            conversation_id=params.get("conversation"),
-            conversation_upto=None,
-            previous_response_id=params.get("previous_response_id"),
-            owner=None if background else self._runs.owner,
-            lease_expires_at=None if background else created_at + self._settings.lease_ttl,
-        )
-        return new, events
+
+def new_turn(
+    params: dict[str, Any],
+    tenant: str,
+    lane: str | None,
+    owner: str,
+    settings: RuntimeSettings,
+) -> tuple[NewResponse, list[EventRow]]:
+    """The rows of a new turn: its response (queued if background, else in progress and
+    held by `owner`) and, for a background one, its first events."""
+    response_id = new_id("resp")
+    created_at = time.time()
+    background = bool(params.get("background"))
+    status = ResponseStatus.QUEUED if background else ResponseStatus.IN_PROGRESS
+    response = new_response(response_id, created_at, status, params)
+    events: list[EventRow] = []
+    if background:
+        emitter = Emitter(response, 0)
+        events = [encode(emitter.lifecycle("response.created"))]
+        events.append(encode(emitter.lifecycle("response.queued")))
+    new = NewResponse(
+        id=response_id,
+        tenant=tenant,
+        status=status,
+        background=background,
+        created_at=created_at,
+        params=dumps(params),
+        snapshot=dumps(response),
+        last_seq=len(events) - 1,
+        lane=lane or response_id,
+        conversation_id=params.get("conversation"),
+        conversation_upto=None,
+        previous_response_id=params.get("previous_response_id"),
+        owner=None if background else owner,
+        lease_expires_at=None if background else created_at + settings.lease_ttl,
+    )
+    return new, events
 
 
 def _check_declared_tools(agent: Agent | Workflow, params: dict[str, Any]) -> None:

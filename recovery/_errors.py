@@ -9,6 +9,8 @@ RecoveryError                 a request the runtime refuses, or a failure inside
 +-- LaneLocked                a `reject` turn found its lane busy (HTTP 409)
 +-- QueueFull                 its lane or its tenant has the most queued turns allowed
 |                             (HTTP 429, with `retry_after`)
++-- SteerRefused              a `response.steer` was not accepted; `code` is the SDK's
+|                             (`response_not_found`, `response_already_completed`, ...)
 +-- ModelError                the model failed; carries the Responses error code
 +-- StepFailed                a workflow step raised: recorded `errored`, and raised again
 |                             on every replay (the handler may catch it)
@@ -45,6 +47,13 @@ class InvalidRequest(RecoveryError):
         self.message = message
         self.param = param
         self.code = code
+
+
+class SteerRefused(RecoveryError):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 class NotFound(RecoveryError):

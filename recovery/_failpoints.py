@@ -17,6 +17,8 @@ TOOL_EFFECT = "tool_effect"  # tool body returned (effect done), result not reco
 TOOL_RECORDED = "tool_recorded"  # tool result committed, checkpoint not yet written
 CHECKPOINT = "checkpoint"  # checkpoint committed, next model call not started
 TERMINAL = "terminal"  # terminal status committed, last events not yet delivered
+STEER_COMMITTED = "steer_committed"  # a response.steer committed, not yet acknowledged
+STEER_SETTLING = "steer_settling"  # a steered response ended, its successor not committed
 
 ALL = (
     ACCEPTED,
@@ -29,6 +31,8 @@ ALL = (
     TOOL_RECORDED,
     CHECKPOINT,
     TERMINAL,
+    STEER_COMMITTED,
+    STEER_SETTLING,
 )
 
 ENV = "DURABLE_RESPONSES_FAILPOINT"

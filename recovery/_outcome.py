@@ -45,8 +45,8 @@ def failed(code: str, message: str) -> Outcome:
 
 
 def stopped(reason: str) -> Outcome:
-    """How a turn asked to stop ends: `interrupt` keeps its partial output in the lane's
-    history (incomplete, steered); `cancelled` and `rollback` end it cancelled."""
-    if reason == "interrupt":
+    """How a turn asked to stop ends: `interrupt` and `steer` keep its partial output in
+    the lane's history (incomplete, steered); `cancelled` and `rollback` end it cancelled."""
+    if reason in ("interrupt", "steer"):
         return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="steered")
     return Outcome(ResponseStatus.CANCELLED)

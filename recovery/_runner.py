@@ -107,8 +107,17 @@ class TurnRunner:
         return self._record.lane
 
     @property
+    def tenant(self) -> str:
+        return self._record.tenant
+
+    @property
     def stopping(self) -> bool:
         return self._stop.requested
+
+    @property
+    def steered(self) -> bool:
+        """Asked to stop by a `response.steer` (_steering.py), whatever it ended with."""
+        return self._stop.reason == "steer"
 
     def request_drain(self) -> None:
         """Stop at the next step boundary without ending the turn (graceful shutdown):

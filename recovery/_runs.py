@@ -68,6 +68,8 @@ class Runs:
         self._start_failure: StoreError | None = None  # a claim or recovery that failed
         self._lane_freed: dict[str, asyncio.Event] = {}  # wakes foreground turns waiting
         self._unserved: set[str] = set()  # turns whose agent this process does not serve
+        # Settles a steered turn's steers once it has ended (_steering.py; the runtime sets it).
+        self.on_steered_end: Callable[[str, str], Coroutine[Any, Any, None]] | None = None
 
     # -- what is driven here ----------------------------------------------------------------
 
@@ -248,6 +250,8 @@ class Runs:
             self._unserved.discard(runner.response_id)
             self._runners.pop(runner.response_id, None)
             self._free_lane(lane)
+            if runner.steered and self.on_steered_end is not None and self.tg is not None:
+                self.spawn(self.on_steered_end(runner.response_id, runner.tenant))
 
     async def _wait_for_lane(self, runner: TurnRunner) -> None:
         """Hold a foreground turn until every earlier turn of its lane has ended (G10)."""

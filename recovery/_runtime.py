@@ -5,6 +5,7 @@ their events and cancels them, by composing one part per question:
     _runs.py        how are turns claimed and driven?      start_foreground, stop_local
     _following.py   how do clients read and follow?        get, snapshot, follow, wait_final
     _control.py     how are responses cancelled, deleted?  cancel, delete
+    _steering.py    how is a running response steered?     steer, steer_outcomes
     _upkeep.py      what runs in the background?           scan, purge, heartbeat, drain
 
 This module keeps the runtime's life: `running` owns one task group for the chores and
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -42,6 +43,7 @@ from ._runner import TurnRunner
 from ._runs import Runs
 from ._settings import RuntimeSettings
 from ._sinks import MemorySink
+from ._steering import SteerAccepted, Steering, SteerOutcome
 from ._upkeep import Upkeep
 from ._workflow import Workflow
 
@@ -80,9 +82,13 @@ class Runtime:
             guard=self._fatal_if_raises,
         )
         self._admissions = Admissions(store, roster, settings, self._runs)
+        self._steering = steering = Steering(store, settings, self._runs)
+        self._admissions.pending_steers = steering.take_pending
+        self._runs.on_steered_end = steering.settle
         self._following = Following(store, settings, broker, self._runs)
         self._control = Control(store, settings, self._runs, self._following)
         self._upkeep = Upkeep(store, settings, self._runs)
+        self._upkeep.settle_steers = steering.settle_orphans
         store.on_signal(self._upkeep.on_signal)
         self._failure: BaseException | None = None  # what stopped the runtime for good
         self._stopped = asyncio.Event()  # `running` has ended, however it ended
@@ -250,3 +256,20 @@ class Runtime:
     async def delete(self, response_id: str, tenant: str) -> None:
         """Delete a finished response."""
         await self._control.delete(response_id, tenant)
+
+    # -- steering over WebSocket (_steering.py) -------------------------------------------
+
+    async def steer(
+        self, target_id: str, items: list[dict[str, Any]], *, tenant: str
+    ) -> SteerAccepted:
+        """Commit a `response.steer` of `target_id` before returning (SteerRefused if it
+        is not accepted); the target stops at its next safe point and a successor holding
+        the input follows it."""
+        return await self._steering.steer(target_id, items, tenant=tenant)
+
+    async def steer_outcomes(
+        self, target_id: str, *, tenant: str, steer_ids: Sequence[str] | None = None
+    ) -> list[SteerOutcome]:
+        """Once the target has ended: what became of its steers (default: all of them),
+        in submission order."""
+        return await self._steering.outcomes(target_id, tenant=tenant, steer_ids=steer_ids)

@@ -23,6 +23,7 @@ class RuntimeSettings:
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
     max_queued: int = 100  # queued turns one lane may hold
     max_queued_per_tenant: int = 1000  # queued background responses one tenant may have
+    max_pending_steers: int = 16  # steers (response.steer) one response may have waiting
     retention: float = 30 * 86400.0  # seconds finished responses and their data are kept
     purge_interval: float = 3600.0  # seconds between retention purges
     chore_retry_max: float = 10.0  # longest pause of a chore retrying a failed store

@@ -36,7 +36,7 @@ class Stop:
     __slots__ = ("cancelled", "draining", "reason")
 
     def __init__(self) -> None:
-        self.reason: str | None = None  # "cancelled", "interrupt" or "rollback"
+        self.reason: str | None = None  # "cancelled", "interrupt", "rollback" or "steer"
         self.draining = False
         self.cancelled = asyncio.Event()  # set at the request: tools see ToolContext.cancelled
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from store import Store, StoreError
 
@@ -30,6 +31,8 @@ class Upkeep:
         self.ready = asyncio.Event()  # set when the first recovery scan is done
         self._scan: Chore | None = None
         self._heartbeat: Chore | None = None
+        # The steers left unsettled by a process that died (_steering.py; set by the runtime).
+        self.settle_steers: Callable[[], Awaitable[None]] | None = None
 
     def chores(self) -> list[Chore]:
         """The scan, the purge and the heartbeat, each to be run `forever`."""
@@ -68,10 +71,13 @@ class Upkeep:
             self.ready.set()
 
     async def scan(self) -> int:
-        """Start every unfinished response nobody holds; return how many were found."""
+        """Start every unfinished response nobody holds, and settle the steers of those
+        that ended without it (_steering.py); return how many responses were found."""
         orphans = await self._store.orphans()
         for response_id, status in orphans:
             self._runs.adopt(response_id, queued=status == ResponseStatus.QUEUED)
+        if self.settle_steers is not None:
+            await self.settle_steers()
         return len(orphans)
 
     # -- the retention purge --------------------------------------------------------------

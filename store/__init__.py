@@ -10,6 +10,8 @@ from ._errors import (
     IdempotencyMismatch,
     LaneBusy,
     LeaseLost,
+    StaleSteers,
+    SteerNotAdded,
     StopRequested,
     StoreError,
     StoreOpenError,
@@ -26,7 +28,9 @@ from ._records import (
     ItemRow,
     JournalEntry,
     NewResponse,
+    NewSteer,
     ResponseRecord,
+    SteerRecord,
 )
 from .sqlite import SCHEMA_VERSION, SQLiteStore, open_sqlite_store
 
@@ -44,10 +48,14 @@ __all__ = [
     "LaneBusy",
     "LeaseLost",
     "NewResponse",
+    "NewSteer",
     "Order",
     "ResponseRecord",
     "SQLiteStore",
     "SignalListener",
+    "StaleSteers",
+    "SteerNotAdded",
+    "SteerRecord",
     "StopRequested",
     "Store",
     "StoreError",

@@ -32,7 +32,9 @@ from ._records import (
     ItemRow,
     JournalEntry,
     NewResponse,
+    NewSteer,
     ResponseRecord,
+    SteerRecord,
 )
 
 Order = Literal["asc", "desc"]
@@ -147,6 +149,14 @@ class Store(Protocol):
         output: str,
         step: int = 0,
     ) -> None: ...
+
+    # -- steers (response.steer) ------------------------------------------------------
+    async def add_steer(self, steer: NewSteer, *, max_waiting: int) -> None: ...
+    async def steers_of(self, target_id: str) -> list[SteerRecord]: ...
+    async def settle_steers(
+        self, target_id: str, steer_ids: Sequence[str], *, state: str, error: str | None = None
+    ) -> bool: ...
+    async def unsettled_steers(self, limit: int = 100) -> list[tuple[str, str]]: ...
 
     # -- conversations ----------------------------------------------------------------
     async def create_conversation(

@@ -15,6 +15,8 @@
     +-- LaneBusy                a `reject` turn found its lane busy (nothing was written)
     +-- TooManyQueued           the lane or the tenant already has the most queued turns allowed
     +-- IdempotencyMismatch     an idempotency key was reused with a different request
+    +-- SteerNotAdded           a steer was refused (`reason` says why; nothing was written)
+    +-- StaleSteers             a create meant to take over steers found one settled already
 
 The runtime translates the admission errors (LaneBusy, TooManyQueued, IdempotencyMismatch)
 into its own (`recovery.LaneLocked`, `recovery.QueueFull`, `recovery.InvalidRequest`).
@@ -76,3 +78,19 @@ class TooManyQueued(StoreError):
 
 class IdempotencyMismatch(StoreError):
     """The key was used before, for a different request body."""
+
+
+class SteerNotAdded(StoreError):
+    """A steer was not committed. `reason`: `not_found` (no such response of the
+    tenant), `ended` (the target is terminal; `status` says how it ended), `running`
+    (a pending steer's target is not terminal), `continued` (a later turn already
+    continues the target), `too_many` (the target has the most steers waiting)."""
+
+    def __init__(self, reason: str, status: str | None = None) -> None:
+        super().__init__(f"steer not added: {reason}" + (f" ({status})" if status else ""))
+        self.reason = reason
+        self.status = status
+
+
+class StaleSteers(StoreError):
+    """A create that takes over steers found one of them settled by someone else."""

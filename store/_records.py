@@ -66,7 +66,7 @@ class ResponseRecord:
     cancel_requested: bool
     recoveries: int
     step: int  # steps whose results the snapshot includes
-    steer: str | None  # interrupt | rollback, asked by a later turn of the lane
+    steer: str | None  # interrupt | rollback (a later turn of the lane) | steer (response.steer)
 
     @property
     def stop_request(self) -> str | None:
@@ -87,6 +87,36 @@ class Admission:
     max_queued_tenant: int | None = None
     idempotency_key: str | None = None  # G11: with the request's hash
     request_hash: str | None = None
+    # Steers (`response.steer`) this turn takes over in its create transaction: each must
+    # still be in `steers_state` (`queued`: an automatic successor; `pending`: the
+    # explicit continuation of a turn that waited for client tool output), or StaleSteers
+    # and nothing is written. They become `applied`, naming the new turn.
+    steers: tuple[str, ...] = ()
+    steers_state: str = "queued"
+
+
+@dataclass(frozen=True, slots=True)
+class NewSteer:
+    """A `response.steer` to commit (docs/guarantees.md, Steering over WebSocket)."""
+
+    id: str
+    tenant: str
+    target_id: str
+    input: str  # JSON: the steer's input items, ids given
+    state: str  # `queued` (the target runs) or `pending` (it waits for client tool output)
+
+
+@dataclass(frozen=True, slots=True)
+class SteerRecord:
+    """A committed steer and what became of it."""
+
+    id: str
+    tenant: str
+    target_id: str
+    input: str
+    state: str  # queued | pending | applied | failed
+    successor_id: str | None  # applied: the turn that took its input
+    error: str | None  # failed: why, a message
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ from ._sql import (
     response,
     response_columns,
 )
+from ._steers import take_steers
 
 if TYPE_CHECKING:
     from ._sql import Conn
@@ -163,6 +164,7 @@ class LaneStore(PostgresBase):
             if rules.steer is not None:
                 await self._steer(tx, new, rules, tenant_locked)
             inserted = await self._insert(tx, new, items, events, rules, tenant_locked, claim_for)
+            await take_steers(tx.conn, new.id, rules.steers, rules.steers_state)
             if inserted.status == new.status:
                 return inserted, True, None
             # Inserted claimed: the client is told of the response as created, queued.

@@ -182,6 +182,25 @@ MIGRATIONS: tuple[str, ...] = (
         AND o.value ->> 'id' IS NOT NULL
     ON CONFLICT DO NOTHING;
     """,
+    # 3: steers (`response.steer` over WebSocket, store/postgres/_steers.py): input queued
+    # for a running response's successor, or pending until the client's continuation of
+    # a response that waits for client tool output. `ord` is submission order.
+    """
+    CREATE TABLE steers (
+        id text PRIMARY KEY,
+        ord bigserial NOT NULL,
+        tenant text NOT NULL,
+        target_id text NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        input text NOT NULL,
+        state text NOT NULL,  -- queued | pending | applied | failed
+        successor_id text,
+        error text,
+        created_at timestamptz NOT NULL DEFAULT statement_timestamp(),
+        settled_at timestamptz
+    );
+    CREATE INDEX steers_target ON steers (target_id, ord);
+    CREATE INDEX steers_waiting ON steers (target_id) WHERE state = 'queued';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

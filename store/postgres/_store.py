@@ -14,6 +14,7 @@ from ._items import ItemStore
 from ._journal import JournalStore
 from ._runs import RunStore
 from ._sql import RESPONSE_COLUMNS, TERMINAL, UNFINISHED, response, response_columns
+from ._steers import SteerStore
 
 __all__ = ["PostgresStore"]
 
@@ -56,7 +57,7 @@ _CHAIN = (
 )
 
 
-class PostgresStore(ConversationStore, ItemStore, JournalStore, RunStore):
+class PostgresStore(ConversationStore, ItemStore, JournalStore, RunStore, SteerStore):
     """Durable state of responses, events and conversations in one PostgreSQL database,
     shared by any number of server processes on any number of hosts.
 

@@ -182,6 +182,24 @@ MIGRATIONS: tuple[str, ...] = (
     WHERE r.status IN ('completed', 'failed', 'cancelled', 'incomplete')
         AND item_id IS NOT NULL;
     """,
+    # 9: steers (`response.steer` over WebSocket, store/sqlite/_steers.py): input queued
+    # for a running response's successor, or pending until the client's continuation of
+    # a response that waits for client tool output. Insertion order is submission order.
+    """
+    CREATE TABLE steers (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        target_id TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
+        input TEXT NOT NULL,
+        state TEXT NOT NULL,  -- queued | pending | applied | failed
+        successor_id TEXT,
+        error TEXT,
+        created_at REAL NOT NULL,
+        settled_at REAL
+    );
+    CREATE INDEX steers_target ON steers (target_id);
+    CREATE INDEX steers_waiting ON steers (target_id) WHERE state = 'queued';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -41,6 +41,7 @@ from ._health import FileWatch
 from ._items import ItemStore, index_outputs
 from ._journal import JournalStore
 from ._schema import MIGRATIONS
+from ._steers import SteerStore, take_steers
 
 __all__ = ["SQLiteStore", "open_sqlite_store"]
 
@@ -55,7 +56,7 @@ _LIVE_CHAINS = (
 )
 
 
-class SQLiteStore(ConversationStore, ItemStore, JournalStore):
+class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
     """Durable state of responses, events and conversations in one SQLite file (WAL).
 
     Writes go through one writer connection with group commit; reads use separate
@@ -128,6 +129,7 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore):
                     " created_at) VALUES (?, ?, ?, ?, ?)",
                     (new.tenant, rules.idempotency_key, rules.request_hash, new.id, now),
                 )
+            take_steers(tx, new.id, rules.steers, rules.steers_state)
             row = _fetchone(
                 tx.conn, f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ?", (new.id,)
             )

@@ -1,0 +1,137 @@
+"""Steers (`response.steer`): what store/sqlite/_steers.py does, in PostgreSQL's terms.
+
+A steer and its target's end are decided by the target's row lock: `add_steer` reads the
+target FOR UPDATE, so a terminal write either commits first (and the steer sees the end)
+or waits for the steer (and the runner's next stop check sees it). Settling takes the
+steers' own row locks: of two processes settling one target, the second matches nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._errors import StaleSteers, SteerNotAdded
+from .._records import NewSteer, SteerRecord
+from ._base import PostgresBase, notify_signal
+from ._database import Tx
+from ._sql import TERMINAL
+
+if TYPE_CHECKING:
+    from ._sql import Conn
+
+_STEER_COLUMNS = "id, tenant, target_id, input, state, successor_id, error"
+
+_TARGET = (
+    "SELECT status, conversation_id, created_at FROM responses"
+    " WHERE id = $1 AND tenant = $2 FOR UPDATE"
+)
+_CONTINUED = (
+    "SELECT EXISTS (SELECT 1 FROM responses WHERE previous_response_id = $1"
+    " OR ($2::text IS NOT NULL AND conversation_id = $2 AND created_at > $3))"
+)
+
+
+async def take_steers(conn: Conn, successor_id: str, steer_ids: Sequence[str], state: str) -> None:
+    """As SQLite's `take_steers`, in the create's transaction."""
+    if not steer_ids:
+        return
+    taken = await conn.fetchval(
+        "WITH t AS (UPDATE steers SET state = 'applied', successor_id = $1,"
+        " settled_at = statement_timestamp() WHERE state = $2 AND id = ANY($3::text[])"
+        " RETURNING 1) SELECT count(*) FROM t",
+        successor_id,
+        state,
+        list(steer_ids),
+    )
+    if taken != len(steer_ids):
+        raise StaleSteers(f"a steer of {list(steer_ids)} is not {state} any more")
+
+
+class SteerStore(PostgresBase):
+    async def add_steer(self, steer: NewSteer, *, max_waiting: int) -> None:
+        """As SQLite's; a `queued` steer's stop request is signalled to the other hosts."""
+
+        async def op(tx: Tx) -> None:
+            target = await tx.conn.fetchrow(_TARGET, steer.target_id, steer.tenant)
+            if target is None:
+                raise SteerNotAdded("not_found")
+            status = target["status"]
+            active = status in ("queued", "in_progress")
+            if steer.state == "queued" and not active:
+                raise SteerNotAdded("ended", status)
+            if steer.state == "pending":
+                if active:
+                    raise SteerNotAdded("running", status)
+                continued = await tx.conn.fetchval(
+                    _CONTINUED, steer.target_id, target["conversation_id"], target["created_at"]
+                )
+                if continued:
+                    raise SteerNotAdded("continued", status)
+            waiting = await tx.conn.fetchval(
+                "SELECT count(*) FROM steers WHERE target_id = $1 AND state = $2",
+                steer.target_id,
+                steer.state,
+            )
+            if waiting >= max_waiting:
+                raise SteerNotAdded("too_many", status)
+            await tx.conn.execute(
+                "INSERT INTO steers (id, tenant, target_id, input, state)"
+                " VALUES ($1, $2, $3, $4, $5)",
+                steer.id,
+                steer.tenant,
+                steer.target_id,
+                steer.input,
+                steer.state,
+            )
+            if steer.state == "queued":
+                await tx.conn.execute(
+                    "WITH s AS (UPDATE responses SET steer = 'steer',"
+                    " updated_at = statement_timestamp() WHERE id = $1 AND steer IS NULL"
+                    f" RETURNING id) SELECT {notify_signal(2, 's.id')} FROM s",
+                    steer.target_id,
+                    self._signal("stop"),
+                )
+
+        await self._write("add steer", op)
+
+    async def steers_of(self, target_id: str) -> list[SteerRecord]:
+        rows = await self._db.fetch(
+            "steers",
+            f"SELECT {_STEER_COLUMNS} FROM steers WHERE target_id = $1 ORDER BY ord",
+            target_id,
+        )
+        return [SteerRecord(*row) for row in rows]
+
+    async def settle_steers(
+        self, target_id: str, steer_ids: Sequence[str], *, state: str, error: str | None = None
+    ) -> bool:
+        async def op(tx: Tx) -> None:
+            settled = await tx.conn.fetchval(
+                "WITH t AS (UPDATE steers SET state = $1, error = $2,"
+                " settled_at = statement_timestamp() WHERE target_id = $3"
+                " AND state = 'queued' AND id = ANY($4::text[]) RETURNING 1)"
+                " SELECT count(*) FROM t",
+                state,
+                error,
+                target_id,
+                list(steer_ids),
+            )
+            if settled != len(steer_ids):
+                raise StaleSteers(f"a steer of {target_id} was settled already")
+
+        try:
+            await self._write("settle steers", op)
+        except StaleSteers:
+            return False
+        return True
+
+    async def unsettled_steers(self, limit: int = 100) -> list[tuple[str, str]]:
+        rows = await self._db.fetch(
+            "unsettled steers",
+            "SELECT DISTINCT s.target_id, s.tenant FROM steers AS s"
+            " JOIN responses AS r ON r.id = s.target_id"
+            f" WHERE s.state = 'queued' AND r.status IN {TERMINAL} LIMIT $1",
+            limit,
+        )
+        return [(row["target_id"], row["tenant"]) for row in rows]

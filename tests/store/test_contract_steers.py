@@ -1,0 +1,147 @@
+"""The store contract for steers (`response.steer`), on both backends: a steer commits
+only while its target can take it, asks a running target to stop, and is settled or
+taken over exactly once, however many processes try at once."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+
+import pytest
+
+from store import Admission, NewSteer, StaleSteers, SteerNotAdded
+from tests.store.test_contract import Store, claimed, end, status
+from tests.store.test_sqlite import new_response
+
+
+def steer(steer_id: str, target: str = "resp_t", state: str = "queued") -> NewSteer:
+    item = {"id": f"msg_{steer_id}", "type": "message", "role": "user", "content": steer_id}
+    return NewSteer(steer_id, "", target, json.dumps([item]), state)
+
+
+async def test_a_steer_of_a_running_response_asks_it_to_stop_and_waits_queued(
+    store: Store,
+) -> None:
+    fence = await claimed(store, "resp_t", owner="host")
+
+    await store.add_steer(steer("steer_1"), max_waiting=4)
+
+    [row] = await store.steers_of("resp_t")
+    assert (row.id, row.state, row.successor_id) == ("steer_1", "queued", None)
+    assert await store.stop_requests("host") == [("resp_t", "steer")]
+    # The steer stop does not refuse a completed end: a target with nothing left to do
+    # completes, and its successor still runs.
+    await end(store, "resp_t", fence, "completed")
+    assert await status(store, "resp_t") == "completed"
+
+
+async def test_a_steer_of_an_ended_or_unknown_response_writes_nothing(store: Store) -> None:
+    fence = await claimed(store, "resp_t")
+    await end(store, "resp_t", fence, "completed")
+
+    with pytest.raises(SteerNotAdded) as ended:
+        await store.add_steer(steer("steer_1"), max_waiting=4)
+    with pytest.raises(SteerNotAdded) as unknown:
+        await store.add_steer(steer("steer_2", target="resp_nobody"), max_waiting=4)
+    other_tenant = dataclasses.replace(steer("steer_3"), tenant="someone else")
+    with pytest.raises(SteerNotAdded) as foreign:
+        await store.add_steer(other_tenant, max_waiting=4)
+
+    assert (ended.value.reason, ended.value.status) == ("ended", "completed")
+    assert unknown.value.reason == foreign.value.reason == "not_found"
+    assert await store.steers_of("resp_t") == []
+
+
+async def test_steers_past_the_limit_are_refused(store: Store) -> None:
+    await claimed(store, "resp_t")
+    for n in range(2):
+        await store.add_steer(steer(f"steer_{n}"), max_waiting=2)
+
+    with pytest.raises(SteerNotAdded) as refused:
+        await store.add_steer(steer("steer_x"), max_waiting=2)
+
+    assert refused.value.reason == "too_many"
+    assert [s.id for s in await store.steers_of("resp_t")] == ["steer_0", "steer_1"]
+
+
+async def test_many_steers_at_once_keep_the_limit(store: Store) -> None:
+    await claimed(store, "resp_t")
+
+    results = await asyncio.gather(
+        *(store.add_steer(steer(f"steer_{n:02}"), max_waiting=5) for n in range(20)),
+        return_exceptions=True,
+    )
+
+    assert sum(r is None for r in results) == 5
+    assert all(isinstance(r, SteerNotAdded) for r in results if r is not None)
+    assert len(await store.steers_of("resp_t")) == 5
+
+
+async def test_a_pending_steer_needs_an_ended_target_not_continued_yet(store: Store) -> None:
+    fence = await claimed(store, "resp_t")
+    with pytest.raises(SteerNotAdded) as running:
+        await store.add_steer(steer("steer_0", state="pending"), max_waiting=4)
+    await end(store, "resp_t", fence, "completed")
+
+    await store.add_steer(steer("steer_1", state="pending"), max_waiting=4)
+    continuation = dataclasses.replace(new_response("resp_next"), previous_response_id="resp_t")
+    await store.create_response(continuation, [], [])
+    with pytest.raises(SteerNotAdded) as continued:
+        await store.add_steer(steer("steer_2", state="pending"), max_waiting=4)
+
+    assert running.value.reason == "running"
+    assert continued.value.reason == "continued"
+    assert [(s.id, s.state) for s in await store.steers_of("resp_t")] == [("steer_1", "pending")]
+
+
+async def test_a_successor_takes_its_steers_in_its_create_transaction_once(store: Store) -> None:
+    fence = await claimed(store, "resp_t")
+    for n in range(2):
+        await store.add_steer(steer(f"steer_{n}"), max_waiting=4)
+    await end(store, "resp_t", fence, "incomplete")
+    taking = Admission(steers=("steer_0", "steer_1"), steers_state="queued")
+
+    created = await asyncio.gather(
+        store.create_response(new_response("resp_s1"), [], [], taking),
+        store.create_response(new_response("resp_s2"), [], [], taking),
+        return_exceptions=True,
+    )
+
+    stale = [r for r in created if isinstance(r, StaleSteers)]
+    assert len(stale) == 1, created
+    winner = "resp_s1" if not isinstance(created[0], StaleSteers) else "resp_s2"
+    loser = "resp_s2" if winner == "resp_s1" else "resp_s1"
+    assert [(s.state, s.successor_id) for s in await store.steers_of("resp_t")] == [
+        ("applied", winner),
+        ("applied", winner),
+    ]
+    assert await status(store, loser) is None  # the refused create wrote nothing
+
+
+async def test_settling_is_all_or_nothing_and_only_once(store: Store) -> None:
+    fence = await claimed(store, "resp_t")
+    for n in range(2):
+        await store.add_steer(steer(f"steer_{n}"), max_waiting=4)
+    assert await store.unsettled_steers() == []  # still running: nothing to settle
+    await end(store, "resp_t", fence, "failed")
+    assert await store.unsettled_steers() == [("resp_t", "")]
+
+    first, second = await asyncio.gather(
+        store.settle_steers("resp_t", ["steer_0", "steer_1"], state="failed", error="why"),
+        store.settle_steers("resp_t", ["steer_0", "steer_1"], state="pending"),
+    )
+
+    assert sorted([first, second]) == [False, True]
+    states = {s.state for s in await store.steers_of("resp_t")}
+    assert states in ({"failed"}, {"pending"})
+    assert await store.unsettled_steers() == []
+
+
+async def test_a_deleted_target_takes_its_steers_with_it(store: Store) -> None:
+    fence = await claimed(store, "resp_t")
+    await store.add_steer(steer("steer_1"), max_waiting=4)
+    await end(store, "resp_t", fence, "cancelled")
+
+    assert await store.delete_response("resp_t", "")
+    assert await store.steers_of("resp_t") == []
