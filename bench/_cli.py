@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _postgres as pg
+from . import _reference as ref
 from . import _workloads as w
 from ._procs import REPO
 from ._report import Row, table, write_json
@@ -41,6 +42,7 @@ NEEDS_OWN_SERVER = {"recovery", "memory", "scale", "slow-readers", "follow", "sc
 SQLITE_ONLY = {"scale", "slow-readers"}
 # Two server processes on one database.
 POSTGRES_ONLY = {"follow", "scale-out"}
+REFERENCE_UNAVAILABLE = 3  # the exit status when --reference cannot install or start it
 # What --store both compares (the rest runs with --store sqlite or postgres).
 BOTH = {"poll", "create", "stream", "durability", "background", "recovery", *POSTGRES_ONLY}
 
@@ -57,7 +59,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "skipped)",
     )
     parser.add_argument("--runs", type=int, help="runs per figure (default: by size)")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "latest.json")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="the JSON results (default: bench/results/latest.json, with --reference "
+        "bench/results/reference.json)",
+    )
     parser.add_argument(
         "--only",
         nargs="+",
@@ -80,9 +87,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "commit waits for its WAL flush) or off (like SQLite's synchronous=NORMAL, a commit "
         "survives the server process's crash but not the machine's)",
     )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help=f"measure poll, create, stream and background against the reference ({ref.PIN}, "
+        "installed once into a virtual environment of its own under ~/.cache) in alternating "
+        "rounds, with the ceiling, and nothing else (bench/README.md)",
+    )
     args = parser.parse_args(argv)
     if args.base_url and args.store != "sqlite":
         parser.error("--base-url measures that server: leave --store at sqlite")
+    if args.reference and (args.base_url or args.store != "sqlite"):
+        parser.error("--reference starts both servers itself, on SQLite: no --base-url or --store")
+    if args.out is None:
+        args.out = (
+            REPO / "bench" / "results" / ("reference.json" if args.reference else "latest.json")
+        )
     if args.runs is not None and not 1 <= args.runs <= 50:
         parser.error("--runs must be between 1 and 50")
     return args
@@ -108,6 +128,7 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
         "heavy_runs": size.heavy_runs,
         "base_url": args.base_url,
         "store": args.store,
+        "reference": ref.PIN if args.reference else None,
         "pg_synchronous_commit": args.pg_synchronous_commit if args.store != "sqlite" else None,
         "commit": commit.strip(),
         "cpus": os.cpu_count(),
@@ -118,6 +139,12 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
 
 def _chosen(args: argparse.Namespace) -> set[str]:
     """The workloads to run, less those this store or --base-url cannot run (said so)."""
+    if args.reference:
+        compared = set(ref.WORKLOADS) | {"ceiling"}  # the ceiling always runs beside them
+        chosen = set(args.only or compared)
+        if chosen - compared:
+            print(f"skipping {', '.join(sorted(chosen - compared))}: not run with --reference")
+        return chosen & set(ref.WORKLOADS)
     excluded = {
         "sqlite": POSTGRES_ONLY,
         "postgres": SQLITE_ONLY,
@@ -136,8 +163,11 @@ def _chosen(args: argparse.Namespace) -> set[str]:
 
 
 def _steps(
-    bench: w.Bench, store: str, chosen: set[str]
+    bench: w.Bench, args: argparse.Namespace, chosen: set[str]
 ) -> list[tuple[set[str], str, Callable[[], w.Result]]]:
+    store = args.store
+    if args.reference:
+        return [(set(ref.WORKLOADS), "reference", lambda: ref.compare(bench, chosen))]
     if store == "both":
         return [
             (
@@ -182,7 +212,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Row]]:
         try:
             if args.store != "sqlite":
                 pg.start(bench)
-            for names, label, step in _steps(bench, args.store, chosen):
+            for names, label, step in _steps(bench, args, chosen):
                 if not names & chosen:
                     continue
                 began = time.monotonic()
@@ -198,17 +228,34 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Row]]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
-    began = time.monotonic()
-    details, rows = run(args)
+    began, load_before = time.monotonic(), os.getloadavg()
+    try:
+        details, rows = run(args)
+    except ref.ReferenceUnavailable as exc:
+        print(f"reference unavailable: {exc}", file=sys.stderr)
+        sys.exit(REFERENCE_UNAVAILABLE)
     meta = _meta(args)
     meta["seconds"] = round(time.monotonic() - began, 1)
+    # The machine's other load moves every absolute figure: (1, 5, 15-minute averages).
+    meta["load_average"] = {"before": load_before, "after": os.getloadavg()}
     print()
-    print(
-        f"durable-responses bench, store {args.store}, size {args.size}, "
-        f"median of {meta['runs']} runs "
-        f"({meta['heavy_runs']} for recovery, memory and slow-readers), "
-        f"{meta['date']}, {meta['cpus']} CPUs ({meta['machine']})"
-    )
+    if args.reference:
+        print(
+            f"durable-responses bench against {ref.PIN}, size {args.size}, "
+            f"{meta['runs']} rounds, {meta['date']}, {meta['cpus']} CPUs ({meta['machine']}), "
+            f"load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after"
+        )
+    else:
+        print(
+            f"durable-responses bench, store {args.store}, size {args.size}, "
+            f"median of {meta['runs']} runs "
+            f"({meta['heavy_runs']} for recovery, memory and slow-readers), "
+            f"{meta['date']}, {meta['cpus']} CPUs ({meta['machine']})"
+        )
+    if "reference" in details:
+        print(f"\nevery round ({ref.PIN} beside this server):")
+        print(ref.rounds_table(details["reference"]))
+        print("\nmedians and targets:")
     print(table(rows))
     write_json(args.out, meta, details, rows)
     print(f"\nresults written to {args.out}")

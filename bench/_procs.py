@@ -73,9 +73,10 @@ def set_database(url: str, settings: dict[str, str]) -> None:
 class Proc:
     """A server-like child process answering GET /healthz on 127.0.0.1:port."""
 
-    def __init__(self, argv: list[str], log: Path) -> None:
+    def __init__(self, argv: list[str], log: Path, name: str | None = None) -> None:
         self.argv = argv
         self.log_path = log
+        self.name = name or argv[2]  # `python -m <name>` unless given
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
@@ -107,7 +108,7 @@ class Proc:
         while time.monotonic() < end:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.argv[2]} exited early; see {self.log_path}")
+                raise RuntimeError(f"{self.name} exited early; see {self.log_path}")
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
                     self.healthy_at = time.monotonic()
@@ -115,7 +116,7 @@ class Proc:
             except httpx.TransportError:
                 pass
             time.sleep(0.05)
-        raise RuntimeError(f"{self.argv[2]} not healthy after {deadline}s; see {self.log_path}")
+        raise RuntimeError(f"{self.name} not healthy after {deadline}s; see {self.log_path}")
 
     def kill(self) -> None:
         """SIGKILL and reap."""
