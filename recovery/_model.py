@@ -36,6 +36,12 @@ class ModelRequest:
     text_format: dict[str, Any] | None = None
     verbosity: str | None = None
     reasoning_effort: str | None = None
+    # The rest of `reasoning` (`summary`, or its old name `generate_summary`; `context`;
+    # `mode`), and whether `include` asks for `reasoning.encrypted_content`.
+    reasoning_summary: str | None = None
+    reasoning_context: str | None = None
+    reasoning_mode: str | None = None
+    encrypted_reasoning: bool = False
     logprobs: bool = False  # return each text delta's logprobs (TextDelta.logprobs)
     top_logprobs: int | None = None  # with logprobs: alternatives per token
     truncation: str = "disabled"  # "auto": drop the oldest turns rather than overflow

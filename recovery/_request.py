@@ -34,7 +34,9 @@ def model_request(agent: Agent, model: Model, params: Item, items: list[Item]) -
     text = params.get("text") or {}
     text_format = text.get("format")
     top_logprobs = params.get("top_logprobs")
-    logprobs = "message.output_text.logprobs" in (params.get("include") or ()) or bool(top_logprobs)
+    include = params.get("include") or ()
+    logprobs = "message.output_text.logprobs" in include or bool(top_logprobs)
+    reasoning = params.get("reasoning") or {}
     return ModelRequest(
         model=params.get("model") or model.name,
         instructions=params.get("instructions") or agent.instructions,
@@ -49,7 +51,11 @@ def model_request(agent: Agent, model: Model, params: Item, items: list[Item]) -
         frequency_penalty=params.get("frequency_penalty"),
         text_format=text_format if (text_format or {}).get("type") != "text" else None,
         verbosity=text.get("verbosity"),
-        reasoning_effort=(params.get("reasoning") or {}).get("effort"),
+        reasoning_effort=reasoning.get("effort"),
+        reasoning_summary=reasoning.get("summary") or reasoning.get("generate_summary"),
+        reasoning_context=reasoning.get("context"),
+        reasoning_mode=reasoning.get("mode"),
+        encrypted_reasoning="reasoning.encrypted_content" in include,
         logprobs=logprobs,
         top_logprobs=top_logprobs if logprobs else None,
         truncation=params.get("truncation") or "disabled",

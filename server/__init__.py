@@ -5,5 +5,12 @@ from ._app import create_app
 from ._embedded_model import EmbeddedModel
 from ._settings import Settings
 from ._upstream import UpstreamModel
+from ._upstream_responses import ResponsesUpstreamModel
 
-__all__ = ["EmbeddedModel", "Settings", "UpstreamModel", "create_app"]
+__all__ = [
+    "EmbeddedModel",
+    "ResponsesUpstreamModel",
+    "Settings",
+    "UpstreamModel",
+    "create_app",
+]

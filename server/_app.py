@@ -24,7 +24,7 @@ from recovery import (
     open_store,
 )
 
-from . import _conversations_routes, _models_routes, _responses_routes
+from . import _conversations_routes, _models_routes, _responses_routes, _websocket
 from ._access import AccessMiddleware
 from ._auth import AuthMiddleware, Keys
 from ._connection import KeepAliveMiddleware
@@ -38,13 +38,17 @@ from ._openapi import build_document, openapi_endpoint
 from ._settings import Settings
 from ._sse import StreamSlots
 from ._upstream import UpstreamModel
+from ._upstream_http import HTTPUpstream
+from ._upstream_responses import ResponsesUpstreamModel
 
 
 def default_model(settings: Settings) -> Model:
-    """The upstream model when one is configured, else the embedded one."""
+    """The upstream model when one is configured (speaking `--upstream-api`), else the
+    embedded one."""
     if settings.upstream_base_url:
         key = settings.upstream_api_key
-        return UpstreamModel(
+        upstream = ResponsesUpstreamModel if settings.upstream_api == "responses" else UpstreamModel
+        return upstream(
             settings.upstream_base_url,
             api_key=key.get_secret_value() if key else None,
             model=settings.upstream_model,
@@ -62,7 +66,7 @@ def served_models(
         served.insert(0, agent.name)
     elif agent is not None:
         model = agent.model or fallback
-        if not (isinstance(model, UpstreamModel) and model.passes_model_through):
+        if not (isinstance(model, HTTPUpstream) and model.passes_model_through):
             served.insert(0, model.name)
     return served
 
@@ -106,6 +110,7 @@ def runtime_settings(settings: Settings) -> RuntimeSettings:
         max_queued_per_tenant=settings.max_queued_per_tenant,
         retention=settings.retention_days * 86400,
         purge_interval=settings.purge_interval,
+        max_pending_steers=settings.max_pending_steers,
     )
 
 
@@ -180,6 +185,7 @@ def create_app(
 
     api: list[BaseRoute] = [
         *_responses_routes.ROUTES,
+        *_websocket.routes(keys),  # WebSocket mode on /responses (protocol.md section 13)
         *_conversations_routes.ROUTES,
         *_models_routes.ROUTES,
         Route("/openapi.json", openapi_endpoint(build_document(config)), methods=["GET"]),

@@ -63,8 +63,26 @@ class Keys:
         return cls(tenants)
 
 
-def _error(message: str, code: str) -> bytes:
-    return json.dumps(APIError(401, message, code=code).envelope()).encode()
+_CHALLENGE = {"www-authenticate": 'Bearer realm="durable-responses"'}
+
+
+def authenticate(keys: Keys, header: str) -> str:
+    """The tenant whose API key an `Authorization` header carries; an APIError 401 for a
+    missing or unknown key (an HTTP request's, or a WebSocket upgrade's)."""
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise APIError(
+            401,
+            "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+            code="missing_api_key",
+            headers=_CHALLENGE,
+        )
+    tenant = keys.tenant_for(key.strip())
+    if tenant is None:
+        raise APIError(
+            401, "Incorrect API key provided.", code="invalid_api_key", headers=_CHALLENGE
+        )
+    return tenant
 
 
 class AuthMiddleware:
@@ -86,31 +104,17 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-        scheme, _, key = header.partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
-            await _deny(
-                send,
-                "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
-                "missing_api_key",
-            )
-            return
-        tenant = self.keys.tenant_for(key.strip())
-        if tenant is None:
-            await _deny(send, "Incorrect API key provided.", "invalid_api_key")
+        try:
+            tenant = authenticate(self.keys, header)
+        except APIError as refused:
+            await _deny(send, refused)
             return
         scope.setdefault("state", {})["tenant"] = tenant
         await self.app(scope, receive, send)
 
 
-async def _deny(send: Send, message: str, code: str) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="durable-responses"'),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": _error(message, code)})
+async def _deny(send: Send, refused: APIError) -> None:
+    headers = [(b"content-type", b"application/json")]
+    headers += [(k.encode(), v.encode()) for k, v in refused.response_headers().items()]
+    await send({"type": "http.response.start", "status": refused.status, "headers": headers})
+    await send({"type": "http.response.body", "body": json.dumps(refused.envelope()).encode()})

@@ -14,20 +14,6 @@ from typing import Any
 Item = dict[str, Any]
 
 
-def drop_oldest_turns(messages: list[dict[str, Any]], turns: int) -> list[dict[str, Any]] | None:
-    """`messages` without their `turns` oldest turns (`truncation: "auto"`): a turn is a
-    user message and all that follows it up to the next one, so a call and its outputs
-    go together. The leading system messages and the last turn are always kept; None
-    if there is no earlier turn to drop."""
-    lead = 0
-    while lead < len(messages) and messages[lead]["role"] == "system":
-        lead += 1
-    starts = [i for i in range(lead, len(messages)) if messages[i]["role"] == "user"]
-    if len(starts) < 2:
-        return None
-    return messages[:lead] + messages[starts[min(turns, len(starts) - 1)] :]
-
-
 def tool_choice(choice: Any) -> Any:
     """A Responses `tool_choice` as Chat Completions takes it."""
     if isinstance(choice, dict):

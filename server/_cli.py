@@ -140,6 +140,11 @@ def hypercorn_config(settings: Settings, *agents: Agent | Workflow) -> Config:
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = settings.shutdown_grace
     config.shutdown_timeout = shutdown_timeout(settings, *agents)
+    config.websocket_ping_interval = settings.ws_ping_interval or None
+    # A WebSocket message over the limit is refused by the app with an `error` event, the
+    # socket staying open (server/_websocket_session.py); Hypercorn stops reading one at
+    # twice the limit and closes the socket (1009), so that none is held whole past that.
+    config.websocket_max_message_size = 2 * settings.ws_message_limit
     return config
 
 

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from recovery import Inspector, Model, ModelCall, ModelRequest, Observer, ResponseEnd
 
-from ._upstream import UpstreamModel
+from ._upstream_http import HTTPUpstream
 
 PREFIX = "durable_responses"
 MAX_MODELS = 32
@@ -140,7 +140,7 @@ class Metrics(Observer):
     def watch(self, *models: Model | None) -> None:
         """Count the HTTP statuses of these models' upstream calls."""
         for model in models:
-            if isinstance(model, UpstreamModel):
+            if isinstance(model, HTTPUpstream):
                 model.on_status = self.upstream_status
 
     def upstream_status(self, status: str) -> None:

@@ -1,4 +1,5 @@
-"""/v1/responses routes (docs/protocol.md sections 2, 7, 8 and 12)."""
+"""/v1/responses routes (docs/protocol.md sections 2, 7, 8 and 12). The WebSocket on the same
+path is server/_websocket*.py, which creates through `create_params` and `create_stream`."""
 
 from __future__ import annotations
 
@@ -6,24 +7,32 @@ import asyncio
 import contextlib
 import hashlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.convertors import register_url_convertor
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket
+from starlette.routing import Route
 
-from recovery import EventRow, ResponseRecord, encode_event, normalize_input, synthesize_events
+from recovery import (
+    EventRow,
+    ResponseRecord,
+    Runtime,
+    encode_event,
+    normalize_input,
+    synthesize_events,
+)
 
 from ._context import context, read_body, tenant
-from ._errors import APIError, error_response
+from ._errors import APIError
 from ._ids import IdConvertor
 from ._input_tokens import count_input_tokens, refuse_compact
 from ._json_body import parse_json
 from ._query import query_bool, query_int, query_order
 from ._request_rules import validate_create
+from ._settings import Settings
 from ._sse import StreamSlot, stream_to
 
 
@@ -36,21 +45,7 @@ async def create_response(request: Request) -> Response:
     ctx = context(request)
     body = parse_json(await read_body(request, ctx.settings.max_body_bytes))
     key = _idempotency_key(request)
-    params = validate_create(
-        body,
-        max_input_items=ctx.settings.max_input_items,
-        max_tools=ctx.settings.max_tools,
-        max_attachment_bytes=ctx.settings.max_attachment_bytes,
-    )
-    if key is not None and params.get("store") is False:
-        raise APIError(
-            400,
-            "Idempotency-Key needs store=true: a response created with store=false is not "
-            "kept once it ends, so a retry could not be given its result.",
-            param="Idempotency-Key",
-            code="invalid_parameter_combination",
-        )
-    params["input"] = normalize_input(params["input"])
+    params = create_params(body, ctx.settings, key)
     # Every admission check comes before the create stores anything: a refused request
     # (the SDK retries a 429) must leave no response behind, run or queued.
     slot = ctx.streams.acquire(tenant(request)) if params.get("stream") else None
@@ -62,6 +57,71 @@ async def create_response(request: Request) -> Response:
         raise
 
 
+def create_params(body: dict[str, Any], settings: Settings, key: str | None) -> dict[str, Any]:
+    """A create's body validated into the runtime's parameters, its input normalized into
+    stored items; a 400 (APIError) for what is wrong. Shared by the HTTP route and the
+    WebSocket's `response.create` (server/_websocket_session.py)."""
+    params = validate_create(
+        body,
+        max_input_items=settings.max_input_items,
+        max_tools=settings.max_tools,
+        max_attachment_bytes=settings.max_attachment_bytes,
+    )
+    if key is not None and params.get("store") is False:
+        raise APIError(
+            400,
+            "Idempotency-Key needs store=true: a response created with store=false is not "
+            "kept once it ends, so a retry could not be given its result.",
+            param="Idempotency-Key",
+            code="invalid_parameter_combination",
+        )
+    params["input"] = normalize_input(params["input"])
+    return params
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedStream:
+    """A streaming create, admitted: its response and its events. `on_close(finished)`
+    must be called when the stream ends (False: its client went away before the end)."""
+
+    record: ResponseRecord
+    rows: AsyncIterator[list[EventRow]]
+    on_close: Callable[[bool], None] | None = None
+
+
+async def create_stream(
+    runtime: Runtime,
+    who: str,
+    body: dict[str, Any],
+    params: dict[str, Any],
+    key: str | None,
+) -> CreatedStream:
+    """Admit a streaming create (`create_params`' parameters) and start its events: a
+    background response's log from the start, a foreground one's run, or for a retried
+    create (the same Idempotency-Key) the first response's events (G11). The caller holds
+    the tenant's stream slot from before this call."""
+    record, created = await runtime.create(
+        params,
+        tenant=who,
+        idempotency_key=key,
+        request_hash=_request_hash(body) if key is not None else None,
+    )
+    if record.background:  # the runtime started it, here or behind its lane
+        return CreatedStream(record, runtime.follow(record.id, record.tenant, -1))
+    if not created:
+        final = await runtime.wait_final(record.id, record.tenant)
+        return CreatedStream(record, _rows(synthesize_events(final)))
+    _, sink = runtime.start_foreground(record, stream=True)
+
+    def on_close(finished: bool) -> None:
+        # The client went away: stop the turn at its next safe point, unless it sent an
+        # Idempotency-Key, which says it will retry and collect the result (G11).
+        if not finished and key is None:
+            runtime.stop_local(record.id)
+
+    return CreatedStream(record, sink.rows(), on_close)
+
+
 async def _create(
     request: Request,
     body: dict[str, Any],
@@ -71,6 +131,9 @@ async def _create(
 ) -> Response:
     who = tenant(request)
     runtime = context(request).runtime
+    if slot is not None:
+        stream = await create_stream(runtime, who, body, params, key)
+        return stream_to(request, stream.rows, on_close=stream.on_close, slot=slot)
     record, created = await runtime.create(
         params,
         tenant=who,
@@ -78,25 +141,15 @@ async def _create(
         request_hash=_request_hash(body) if key is not None else None,
     )
     if not created:
-        return await _created_before(request, record, slot)
+        return await _created_before(request, record)
     if record.background:  # the runtime started it, here or behind its lane
-        if slot is not None:
-            return stream_to(request, runtime.follow(record.id, who, -1), slot=slot)
         return raw_json(record.snapshot)
 
-    runner, sink = runtime.start_foreground(record, stream=slot is not None)
-
-    def on_close(finished: bool) -> None:
-        # The client went away: stop the turn at its next safe point, unless it sent an
-        # Idempotency-Key, which says it will retry and collect the result (G11).
-        if not finished and key is None:
-            runtime.stop_local(record.id)
-
-    if slot is not None:
-        return stream_to(request, sink.rows(), on_close=on_close, slot=slot)
+    runner, _ = runtime.start_foreground(record, stream=False)
     final = await _unless_disconnected(request, runner.done)
     if final is None:
-        on_close(False)
+        if key is None:  # see create_stream's on_close
+            runtime.stop_local(record.id)
         return Response(status_code=499)
     return JSONResponse(final)
 
@@ -120,20 +173,13 @@ def _request_hash(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-async def _created_before(
-    request: Request, record: ResponseRecord, slot: StreamSlot | None
-) -> Response:
-    """A retried create (same Idempotency-Key): the first response, run once (G11)."""
+async def _created_before(request: Request, record: ResponseRecord) -> Response:
+    """A retried create (same Idempotency-Key) that does not stream: the first response,
+    run once (G11)."""
     ctx = context(request)
     if record.background:
-        if slot is not None:
-            follow = ctx.runtime.follow(record.id, record.tenant, -1)
-            return stream_to(request, follow, slot=slot)
         return raw_json((await ctx.runtime.get(record.id, record.tenant)).snapshot)
-    final = await ctx.runtime.wait_final(record.id, record.tenant)
-    if slot is not None:
-        return stream_to(request, _rows(synthesize_events(final)), slot=slot)
-    return JSONResponse(final)
+    return JSONResponse(await ctx.runtime.wait_final(record.id, record.tenant))
 
 
 async def _rows(events: list[dict[str, Any]]) -> AsyncIterator[list[EventRow]]:
@@ -223,29 +269,6 @@ def list_page(page: tuple[list[Any], bool] | None, after: str | None) -> Respons
     )
 
 
-# WebSocket mode (`client.responses.connect()`, protocol.md section 13) is not served.
-WEBSOCKET_REFUSAL = (
-    "WebSocket mode (client.responses.connect()) is not supported by this server; "
-    "use POST /v1/responses, with stream=true to stream."
-)
-
-
-async def refuse_websocket(websocket: WebSocket) -> None:
-    """Refuse a WebSocket upgrade with a reason: an HTTP 501 in the OpenAI error envelope
-    where the server can answer the upgrade with a response (Hypercorn can: the ASGI
-    `websocket.http.response` extension), else accept and close at once with 1008
-    (policy: the SDK does not reconnect) after an `error` event giving the reason."""
-    error = APIError(
-        501, WEBSOCKET_REFUSAL, param=None, code="websocket_not_supported", type="server_error"
-    )
-    if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        await websocket.send_denial_response(error_response(error))
-        return
-    await websocket.accept()
-    await websocket.send_json({"type": "error", "status": 501, **error.envelope()})
-    await websocket.close(code=1008, reason="WebSocket mode is not supported; use HTTP.")
-
-
 class ResponseIdConvertor(IdConvertor):
     """`{name:response_id}`: an id, but not the names of the routes beside the ids
     (`input_tokens`, `compact`), so that another method on those paths is a 405 naming
@@ -258,7 +281,6 @@ register_url_convertor("response_id", ResponseIdConvertor())
 
 ROUTES = [
     Route("/responses", create_response, methods=["POST"]),
-    WebSocketRoute("/responses", refuse_websocket),
     # Paths beside the ids: `{response_id:response_id}` does not read these names.
     Route("/responses/input_tokens", count_input_tokens, methods=["POST"]),
     Route("/responses/compact", refuse_compact, methods=["POST"]),

@@ -94,8 +94,13 @@ class Settings(BaseSettings):
 
     upstream_base_url: str | None = Field(
         None,
-        description="OpenAI-compatible Chat Completions endpoint (e.g. http://localhost:8001/v1);"
-        " unset: the embedded model",
+        description="OpenAI-compatible endpoint (e.g. http://localhost:8001/v1) that"
+        " --upstream-api speaks; unset: the embedded model",
+    )
+    upstream_api: Literal["chat", "responses"] = Field(
+        "chat",
+        description="what the upstream speaks: chat (POST /chat/completions) or responses"
+        " (POST /responses, stateless: store false, the full item history each step)",
     )
     upstream_api_key: SecretStr | None = Field(None, description="API key for the upstream")
     upstream_model: str | None = Field(
@@ -151,6 +156,45 @@ class Settings(BaseSettings):
     keepalive: float = Field(
         15.0, gt=0, description="seconds of silence before a stream sends a keep-alive comment"
     )
+
+    max_pending_steers: int = Field(
+        16,
+        ge=1,
+        description="steers (response.steer) one response may have waiting; one more is"
+        " refused (too_many_pending_steers)",
+    )
+    ws_max_sockets_per_tenant: int = Field(
+        64,
+        ge=1,
+        description="open WebSockets one tenant may hold on this process (then the upgrade"
+        " is refused with 429); each response a socket streams also takes one of"
+        " --max-streams-per-tenant",
+    )
+    ws_max_message_bytes: int | None = Field(
+        None,
+        ge=1024,
+        description="largest WebSocket message accepted, in bytes (a larger one gets an"
+        " error event; one over twice this closes the socket, 1009); unset: --max-body-bytes",
+    )
+    ws_idle_timeout: float = Field(
+        300.0,
+        gt=0,
+        description="seconds a WebSocket may stay idle (no client message, no response"
+        " streaming on it) before the server closes it (1000)",
+    )
+    ws_ping_interval: float = Field(
+        # Short, because Hypercorn's pinger sleeps a whole interval before it notices a
+        # closed socket, and a shutdown waits for it (up to --shutdown-grace).
+        2.0,
+        ge=0,
+        description="seconds between the pings the server sends on each WebSocket, which"
+        " keep idle connections open through proxies; 0: none",
+    )
+
+    @property
+    def ws_message_limit(self) -> int:
+        """The largest WebSocket message accepted, in bytes."""
+        return self.ws_max_message_bytes or self.max_body_bytes
 
     @field_validator("*", mode="before")
     @classmethod

@@ -9,19 +9,14 @@ including the `model` (and `service_tier`) the upstream says answered. Streamed
 deltas become the step's reasoning, `refusal` deltas its refusal. Input images and
 files become `image_url` and `file` parts; reasoning items of the input are not sent
 (Chat Completions has no field for them: each step reasons afresh).
-Failures become `recovery.ModelError`: 429, 5xx, connection errors and timeouts are
-`retryable` (with the upstream's `Retry-After`), and the runtime retries them with
-backoff; nothing here retries those by itself, so there is one retry budget per step.
-The one retry made here: with `truncation: "auto"`, a request the upstream refuses for
-its context window is sent again without its oldest turns.
+The HTTP client, failures as `recovery.ModelError` (retryable or not) and
+`truncation: "auto"` are shared with the Responses upstream (`_upstream_http.py`).
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -40,77 +35,22 @@ from recovery import (
     new_id,
 )
 
-from ._chat_messages import chat_messages, drop_oldest_turns, tool_choice
+from ._chat_messages import chat_messages, tool_choice
+from ._upstream_http import Body, HTTPUpstream, logprobs, text
 
-Item = dict[str, Any]
 
-
-class UpstreamModel:
+class UpstreamModel(HTTPUpstream):
     """Streams steps from `{base_url}/chat/completions`. `model` pins the upstream model
     name; without it the request's `model` passes through."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        api_key: str | None = None,
-        model: str | None = None,
-        timeout: float = 60.0,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.name = model or "upstream"
-        self._pinned = model
-        self.passes_model_through = model is None  # metrics label calls by request model
-        # Told each answer's HTTP status, or "timeout" / "connection_error" (metrics).
-        self.on_status: Callable[[str], None] = lambda status: None
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            transport=transport,
-        )
+    path = "/chat/completions"
+    history = "messages"
 
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def request_body(self, request: ModelRequest) -> Body:
+        return chat_request(request, self._pinned)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        body = chat_request(request, self._pinned)
-        messages, dropped = body["messages"], 0
-        while True:
-            try:
-                async for event in self._stream(body):
-                    yield event
-                return
-            except ContextOverflow:
-                if request.truncation != "auto":
-                    raise
-                dropped = max(1, dropped * 2)  # 1, 2, 4, ... turns: few attempts
-                shorter = drop_oldest_turns(messages, dropped)
-                if shorter is None or len(shorter) == len(body["messages"]):
-                    raise
-                body = {**body, "messages": shorter}
-
-    async def _stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
-        try:
-            async with self._client.stream("POST", "/chat/completions", json=body) as response:
-                self.on_status(str(response.status_code))
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise _status_error(response)
-                async for event in _chunks_to_events(response, self._pinned):
-                    yield event
-        except httpx.TimeoutException as exc:
-            self.on_status("timeout")
-            raise ModelError(
-                f"The upstream model timed out ({type(exc).__name__}).", retryable=True
-            ) from exc
-        except httpx.TransportError as exc:
-            self.on_status("connection_error")
-            raise ModelError(
-                f"The upstream model could not be reached ({type(exc).__name__}: {exc}).",
-                retryable=True,
-            ) from exc
+    def events(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
+        return _chunks_to_events(response, self._pinned)
 
 
 def chat_request(request: ModelRequest, pinned: str | None) -> dict[str, Any]:
@@ -197,8 +137,8 @@ async def _chunks_to_events(
         if chunk.get("error"):
             raise ModelError(f"The upstream model failed mid-stream: {chunk['error']}")
         info = ModelInfo(
-            _text(chunk.get("model")) or pinned or reported.model,
-            _text(chunk.get("service_tier")) or reported.service_tier,
+            text(chunk.get("model")) or pinned or reported.model,
+            text(chunk.get("service_tier")) or reported.service_tier,
         )
         if info != reported:
             reported = info
@@ -215,11 +155,11 @@ async def _chunks_to_events(
             )
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            reasoning = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+            reasoning = text(delta.get("reasoning_content")) or text(delta.get("reasoning"))
             if reasoning:
                 yield ReasoningDelta(reasoning)
             if delta.get("content"):
-                yield TextDelta(delta["content"], _logprobs(choice.get("logprobs")))
+                yield TextDelta(delta["content"], _choice_logprobs(choice.get("logprobs")))
             if delta.get("refusal"):  # the model declined: a refusal part, not text
                 yield RefusalDelta(delta["refusal"])
             for call in delta.get("tool_calls") or []:
@@ -247,82 +187,7 @@ async def _chunks_to_events(
         yield Incomplete("max_output_tokens")
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _logprobs(logprobs: Any) -> tuple[dict[str, Any], ...]:
+def _choice_logprobs(found: Any) -> tuple[dict[str, Any], ...]:
     """A chunk's `logprobs.content` as Responses logprobs (the same fields; `bytes`,
     which Chat Completions may leave null, filled in)."""
-    content = logprobs.get("content") if isinstance(logprobs, dict) else None
-    return tuple(_logprob(entry, top=True) for entry in content or () if isinstance(entry, dict))
-
-
-def _logprob(entry: dict[str, Any], *, top: bool) -> dict[str, Any]:
-    token = str(entry.get("token", ""))
-    found = entry.get("bytes")
-    value: dict[str, Any] = {
-        "token": token,
-        "logprob": float(entry.get("logprob") or 0.0),
-        "bytes": found if isinstance(found, list) else list(token.encode()),
-    }
-    if top:
-        alternatives = entry.get("top_logprobs") or ()
-        value["top_logprobs"] = [
-            _logprob(alt, top=False) for alt in alternatives if isinstance(alt, dict)
-        ]
-    return value
-
-
-class ContextOverflow(ModelError):
-    """The upstream refused the request for its context window (`truncation` decides)."""
-
-
-# How OpenAI, vLLM, llama.cpp and LM Studio word a request too long for the context.
-_OVERFLOW = (
-    "context_length_exceeded",
-    "context length",
-    "context window",
-    "context size",
-    "context_size",
-    "maximum context",
-)
-
-
-def _status_error(response: httpx.Response) -> ModelError:
-    status = response.status_code
-    detail = response.text[:300]
-    message = f"The upstream model returned HTTP {status}: {detail}"
-    if status in (400, 413) and any(marker in response.text.lower() for marker in _OVERFLOW):
-        return ContextOverflow(message, code="invalid_prompt")
-    if status == 429:
-        return ModelError(
-            message,
-            code="rate_limit_exceeded",
-            retryable=True,
-            retry_after=retry_after(response.headers),
-        )
-    if status >= 500 or status == 408:
-        return ModelError(message, retryable=True, retry_after=retry_after(response.headers))
-    return ModelError(message, code="invalid_prompt" if status == 400 else "server_error")
-
-
-def retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
-    if "retry-after-ms" in headers:
-        try:
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, parsed.timestamp() - time.time())
+    return logprobs(found.get("content") if isinstance(found, dict) else None)

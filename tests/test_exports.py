@@ -9,7 +9,13 @@ import server
 import store
 
 PUBLIC = {
-    server: ["EmbeddedModel", "Settings", "UpstreamModel", "create_app"],
+    server: [
+        "EmbeddedModel",
+        "ResponsesUpstreamModel",
+        "Settings",
+        "UpstreamModel",
+        "create_app",
+    ],
     recovery: [
         "TERMINAL_EVENTS",
         "Agent",

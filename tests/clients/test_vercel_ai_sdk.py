@@ -10,49 +10,24 @@ registry in reach); installing them takes a few seconds, the chat about one.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.clients._node import installed, run_script
 from tests.support.server import ServerProcess
-
-PROJECT = Path(__file__).parent / "vercel_ai"
 
 
 @pytest.fixture(scope="session")
 def vercel_ai(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of tests/clients/vercel_ai with its locked packages installed."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("Node.js and npm are needed for the Vercel AI SDK")
-    folder = tmp_path_factory.mktemp("vercel_ai")
-    for name in ("package.json", "package-lock.json", "chat.mjs"):
-        shutil.copy(PROJECT / name, folder / name)
-    installed = subprocess.run(
-        ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=45,
-    )
-    if installed.returncode != 0:
-        pytest.skip(f"the Vercel AI SDK could not be installed: {installed.stderr[-500:]}")
-    return folder
+    return installed(tmp_path_factory, "vercel_ai", "the Vercel AI SDK")
 
 
 def test_a_two_turn_chat_sends_the_first_answer_by_reference(
     vercel_ai: Path, server: ServerProcess, http: httpx.Client
 ) -> None:
-    chat = subprocess.run(
-        ["node", "chat.mjs"],
-        cwd=vercel_ai,
-        env={"BASE_URL": server.url, "PATH": str(Path(shutil.which("node") or "node").parent)},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    chat = run_script(vercel_ai, "chat.mjs", server.url)
 
     assert chat.returncode == 0, chat.stderr
     turns = json.loads(chat.stdout.strip().splitlines()[-1])

@@ -25,6 +25,10 @@ one that is not gets HTTP 500 naming the test's mistake.
 A turn may stream reasoning first (`reasoning=`, as `reasoning_content` deltas, or as
 `reasoning` deltas with `reasoning_field="reasoning"`, as Ollama sends them), and
 `refusal(...)` streams `refusal` deltas instead of content.
+
+`ScriptedUpstream` and `ScriptedHandler` are the parts every scripted upstream shares (the
+server, the script, the records, refusals and faults);
+`tests/support/fake_responses_upstream.py` is the Responses API one.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.support.chat_rules import answer_error, request_error
 
@@ -190,24 +194,35 @@ def _made_up_logprob(token: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Refusal:
-    request: int  # index into FakeUpstream.requests
+    request: int  # index into ScriptedUpstream.requests
     message: str
-    param: str
+    param: str | None
+    status: int = 400
+    code: str | None = None
 
 
-Responder = Callable[[dict[str, Any]], Turn]
+Fault = tuple[str, str | None] | Refusal  # (message, param) of a 400, or a whole refusal
+Responder = Callable[[dict[str, Any]], Any]
 
 
-class FakeUpstream:
+class ScriptedUpstream:
+    """A real HTTP server on a loopback port that answers each POST with the next scripted
+    turn, and records every request. A subclass says what a request may not be (`fault`,
+    answered with OpenAI's error and consuming no turn), what answers an empty script
+    (`default`), and how a turn is played (its `Handler`)."""
+
+    Handler: ClassVar[type[ScriptedHandler]]
+
     def __init__(self, respond: Responder | None = None) -> None:
-        self.script: deque[Turn] = deque()
+        self.script: deque[Any] = deque()
         self.respond = respond
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # lower-cased names, per request
         self.arrivals: list[float] = []  # time.monotonic() per request
-        self.refusals: list[Refusal] = []  # requests answered 400 for broken tool pairing
+        self.refusals: list[Refusal] = []  # requests refused (what the upstream would refuse)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        handler = type("Handler", (self.Handler,), {"upstream": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -215,7 +230,7 @@ class FakeUpstream:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def start(self) -> FakeUpstream:
+    def start(self) -> Any:
         self._thread.start()
         return self
 
@@ -223,181 +238,238 @@ class FakeUpstream:
         self._server.shutdown()
         self._server.server_close()
 
-    def push(self, *turns: Turn) -> None:
+    def push(self, *turns: Any) -> None:
         with self._lock:
             self.script.extend(turns)
 
-    def _next(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Turn | Refusal:
-        fault_found = pairing_error(body.get("messages") or []) or request_error(body)
+    def fault(self, body: dict[str, Any]) -> Fault | None:
+        """What the real upstream would refuse in `body`, or None."""
+        return None
+
+    def default(self) -> Any:
+        """The turn that answers when the script is empty and nothing `respond`s."""
+        raise NotImplementedError
+
+    def _next(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
+        fault_found = self.fault(body)
         with self._lock:
             self.arrivals.append(time.monotonic())
             self.requests.append(body)
             self.headers.append(headers or {})
             if fault_found is not None:
-                refusal = Refusal(len(self.requests) - 1, *fault_found)
+                index = len(self.requests) - 1
+                if isinstance(fault_found, Refusal):
+                    refusal = Refusal(
+                        index,
+                        fault_found.message,
+                        fault_found.param,
+                        fault_found.status,
+                        fault_found.code,
+                    )
+                else:
+                    refusal = Refusal(index, *fault_found)
                 self.refusals.append(refusal)
                 return refusal
             if self.script:
                 return self.script.popleft()
-        return self.respond(body) if self.respond is not None else text("ok")
+        return self.respond(body) if self.respond is not None else self.default()
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        upstream = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
-            pace = 0.0
-            logprobs = False  # the request asked for logprobs
-            turn = Turn("text")
+class ScriptedHandler(BaseHTTPRequestHandler):
+    """Reads a POST's JSON body and plays the turn its upstream picks (`play`)."""
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+    protocol_version = "HTTP/1.0"
+    upstream: ClassVar[ScriptedUpstream]
 
-            response_format: Any = None  # the request's
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
-            def _mistake(self, turn: Turn) -> str | None:
-                if turn.kind != "text":
-                    return None
-                return answer_error(self.response_format, turn.text)
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length", "0"))
+        raw = self.rfile.read(length)
+        if len(raw) < length:
+            return  # the client died while sending: nothing was asked
+        body = json.loads(raw or b"{}")
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        self.prepare(body)
+        turn = self.upstream._next(body, headers)
+        with contextlib.suppress(ConnectionError):  # the server hung up, or died
+            if isinstance(turn, Refusal):
+                self.refuse(turn)
+            else:
+                self.play(turn)
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", "0"))
-                raw = self.rfile.read(length)
-                if len(raw) < length:
-                    return  # the client died while sending: nothing was asked
-                body = json.loads(raw or b"{}")
-                headers = {key.lower(): value for key, value in self.headers.items()}
-                self.logprobs = bool(body.get("logprobs"))
-                self.response_format = body.get("response_format")
-                turn = upstream._next(body, headers)
-                with contextlib.suppress(ConnectionError):  # the server hung up, or died
-                    self._play(turn)
+    def prepare(self, body: dict[str, Any]) -> None:
+        """Note what the request asks of the answer, before the turn is picked."""
 
-            def _play(self, turn: Turn | Refusal) -> None:
-                if isinstance(turn, Refusal):
-                    self._refuse(turn)
-                    return
-                if turn.kind == "reset":
-                    self._drop()
-                    return
-                mistake = self._mistake(turn)
-                if mistake is not None:
-                    turn = fault(500, body={"error": {"message": f"fake upstream: {mistake}"}})
-                if turn.kind == "fault":
-                    self.send_response(turn.status)
-                    for key, value in turn.headers.items():
-                        self.send_header(key, value)
-                    self.send_header("content-type", "application/json")
-                    self.end_headers()
-                    error = turn.body or {"error": {"message": "scripted fault"}}
-                    self.wfile.write(json.dumps(error).encode())
-                    return
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.end_headers()
-                self.pace = turn.pace
-                self.turn = turn
-                if turn.kind == "stall":
-                    time.sleep(turn.seconds)
-                    return
-                if turn.kind == "malformed":
-                    self._send("data: {this is not json\n\n")
-                    return
-                if turn.kind == "reset_mid":
-                    if turn.reasoning:
-                        self._words(turn.reasoning, turn.reasoning_field)
-                    else:
-                        self._chunk({"content": turn.text.split()[0]})
-                    self._drop()
-                    return
+    def play(self, turn: Any) -> None:
+        raise NotImplementedError
+
+    def refuse(self, refusal: Refusal) -> None:
+        """OpenAI's error envelope for a request it refuses."""
+        error = {
+            "message": refusal.message,
+            "type": "invalid_request_error",
+            "param": refusal.param,
+            "code": refusal.code,
+        }
+        self.answer_json(refusal.status, {"error": error})
+
+    def answer_json(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps(body).encode())
+
+    def start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+
+    def send(self, data: str) -> None:
+        self.wfile.write(data.encode())
+        self.wfile.flush()
+
+    def drop(self) -> None:
+        """Close the connection at once (a reset, or a stream cut off)."""
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)
+        self.connection.close()
+
+
+class ChatHandler(ScriptedHandler):
+    """Plays turns as a Chat Completions stream of chunks."""
+
+    pace = 0.0
+    logprobs = False  # the request asked for logprobs
+    turn = Turn("text")
+    response_format: Any = None  # the request's
+
+    def prepare(self, body: dict[str, Any]) -> None:
+        self.logprobs = bool(body.get("logprobs"))
+        self.response_format = body.get("response_format")
+
+    def _mistake(self, turn: Turn) -> str | None:
+        if turn.kind != "text":
+            return None
+        return answer_error(self.response_format, turn.text)
+
+    def play(self, turn: Turn) -> None:
+        if turn.kind == "reset":
+            self.drop()
+            return
+        mistake = self._mistake(turn)
+        if mistake is not None:
+            turn = fault(500, body={"error": {"message": f"fake upstream: {mistake}"}})
+        if turn.kind == "fault":
+            error = turn.body or {"error": {"message": "scripted fault"}}
+            self.answer_json(turn.status, error, turn.headers)
+            return
+        self.start_stream()
+        self.pace = turn.pace
+        self.turn = turn
+        if turn.kind == "stall":
+            time.sleep(turn.seconds)
+            return
+        if turn.kind == "malformed":
+            self.send("data: {this is not json\n\n")
+            return
+        if turn.kind == "reset_mid":
+            if turn.reasoning:
                 self._words(turn.reasoning, turn.reasoning_field)
-                if turn.kind in ("text", "refusal"):
-                    self._words(turn.text, "content" if turn.kind == "text" else "refusal")
-                else:
-                    if turn.text:
-                        words = turn.text.split(" ")
-                        for i, word in enumerate(words):
-                            self._chunk({"content": word if i == 0 else " " + word})
-                    for index, (call_id, name, arguments) in enumerate(turn.calls):
-                        self._chunk(
-                            {
-                                "tool_calls": [
-                                    {
-                                        "index": index,
-                                        "id": call_id,
-                                        "type": "function",
-                                        "function": {"name": name, "arguments": ""},
-                                    }
-                                ]
-                            }
-                        )
-                        half = len(arguments) // 2
-                        for piece in (arguments[:half], arguments[half:]):
-                            self._chunk(
-                                {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-                            )
-                self._chunk({}, finish_reason=turn.finish_reason)
-                prompt, completion = turn.usage
-                usage: dict[str, Any] = {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
+            else:
+                self._chunk({"content": turn.text.split()[0]})
+            self.drop()
+            return
+        self._words(turn.reasoning, turn.reasoning_field)
+        if turn.kind in ("text", "refusal"):
+            self._words(turn.text, "content" if turn.kind == "text" else "refusal")
+        else:
+            self._calls(turn)
+        self._chunk({}, finish_reason=turn.finish_reason)
+        prompt, completion = turn.usage
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        if turn.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": turn.cached_tokens}
+        if turn.reasoning_tokens:
+            usage["completion_tokens_details"] = {"reasoning_tokens": turn.reasoning_tokens}
+        final = {"choices": [], "usage": usage, **self._reported()}
+        self.send("data: " + json.dumps(final) + "\n\n")
+        self.send("data: [DONE]\n\n")
+
+    def _calls(self, turn: Turn) -> None:
+        if turn.text:
+            words = turn.text.split(" ")
+            for i, word in enumerate(words):
+                self._chunk({"content": word if i == 0 else " " + word})
+        for index, (call_id, name, arguments) in enumerate(turn.calls):
+            self._chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
                 }
-                if turn.cached_tokens:
-                    usage["prompt_tokens_details"] = {"cached_tokens": turn.cached_tokens}
-                if turn.reasoning_tokens:
-                    usage["completion_tokens_details"] = {"reasoning_tokens": turn.reasoning_tokens}
-                final = {"choices": [], "usage": usage, **self._reported()}
-                self._send("data: " + json.dumps(final) + "\n\n")
-                self._send("data: [DONE]\n\n")
+            )
+            half = len(arguments) // 2
+            for piece in (arguments[:half], arguments[half:]):
+                self._chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
 
-            def _words(self, value: str, field: str) -> None:
-                if value:
-                    words = value.split(" ")
-                    for i, word in enumerate(words):
-                        self._chunk({field: word if i == 0 else " " + word})
+    def _words(self, value: str, field: str) -> None:
+        if value:
+            words = value.split(" ")
+            for i, word in enumerate(words):
+                self._chunk({field: word if i == 0 else " " + word})
 
-            def _refuse(self, refusal: Refusal) -> None:
-                error = {
-                    "message": refusal.message,
-                    "type": "invalid_request_error",
-                    "param": refusal.param,
-                    "code": None,
-                }
-                self.send_response(400)
-                self.send_header("content-type", "application/json")
-                self.end_headers()
-                self.wfile.write(json.dumps({"error": error}).encode())
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> None:
+        if self.pace:
+            time.sleep(self.pace)
+        choice: dict[str, Any] = {
+            "index": 0,
+            "delta": delta,
+            "finish_reason": finish_reason,
+        }
+        if self.logprobs and delta.get("content"):
+            choice["logprobs"] = {"content": [_made_up_logprob(delta["content"])]}
+        payload = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            **self._reported(),
+            "choices": [choice],
+        }
+        self.send(f"data: {json.dumps(payload)}\n\n")
 
-            def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> None:
-                if self.pace:
-                    time.sleep(self.pace)
-                choice: dict[str, Any] = {
-                    "index": 0,
-                    "delta": delta,
-                    "finish_reason": finish_reason,
-                }
-                if self.logprobs and delta.get("content"):
-                    choice["logprobs"] = {"content": [_made_up_logprob(delta["content"])]}
-                payload = {
-                    "id": "chatcmpl-fake",
-                    "object": "chat.completion.chunk",
-                    **self._reported(),
-                    "choices": [choice],
-                }
-                self._send(f"data: {json.dumps(payload)}\n\n")
+    def _reported(self) -> dict[str, str]:
+        reported = {"model": self.turn.model, "service_tier": self.turn.service_tier}
+        return {key: value for key, value in reported.items() if value is not None}
 
-            def _reported(self) -> dict[str, str]:
-                reported = {"model": self.turn.model, "service_tier": self.turn.service_tier}
-                return {key: value for key, value in reported.items() if value is not None}
 
-            def _send(self, data: str) -> None:
-                self.wfile.write(data.encode())
-                self.wfile.flush()
+class FakeUpstream(ScriptedUpstream):
+    """The scripted Chat Completions upstream (the module's docstring)."""
 
-            def _drop(self) -> None:
-                self.wfile.flush()
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.connection.close()
+    Handler = ChatHandler
 
-        return Handler
+    def start(self) -> FakeUpstream:
+        super().start()
+        return self
+
+    def push(self, *turns: Turn) -> None:
+        super().push(*turns)
+
+    def fault(self, body: dict[str, Any]) -> Fault | None:
+        return pairing_error(body.get("messages") or []) or request_error(body)
+
+    def default(self) -> Turn:
+        return text("ok")
