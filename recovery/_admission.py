@@ -87,36 +87,69 @@ class Admissions:
                 return existing, False
         strategy = params.pop("multitask_strategy", None) or self._settings.multitask_strategy
         lane, busy = await self._lane(params, tenant)
-        params["input"] = await resolve_references(self._store, params["input"], tenant=tenant)
-        steers = await self._pending_steers(params, tenant, busy)
-        # A busy lane's running turn may still answer its calls: the check that no call is
-        # left unanswered is made again when this turn starts (load_history(turn_input=...)).
-        await check_input(
-            self._store,
-            params["input"],
-            tenant=tenant,
-            previous_response_id=params.get("previous_response_id"),
-            conversation_id=params.get("conversation"),
-            allow_pending=busy,
-        )
-        _check_declared_tools(agent, params)
-        new, events = new_turn(params, tenant, lane, self._runs.owner, self._settings)
-        admission = Admission(
-            reject_if_busy=strategy == "reject",
-            steer=strategy if strategy in ("interrupt", "rollback") else None,
-            max_queued=self._settings.max_queued,
-            max_queued_tenant=self._settings.max_queued_per_tenant,
-            idempotency_key=idempotency_key,
-            request_hash=request_hash,
-            steers=tuple(steer.id for steer in steers),
-            steers_state="pending",
-        )
-        items = [ItemRow(item["id"], dumps(item)) for item in params["input"]]
-        claim_for = (self._runs.owner, self._settings.lease_ttl) if new.background else None
-        try:
-            record, created, claimed = await self._store.create_response(
-                new, items, events, admission, claim_for
+        given = await resolve_references(self._store, params["input"], tenant=tenant)
+        for attempt in range(3):
+            # A pending steer added while this one commits makes it StaleSteers: again.
+            params["input"] = given
+            steers = await self._pending_steers(params, tenant, busy)
+            # A busy lane's running turn may still answer its calls: the check that no call
+            # is left unanswered is made again when this turn starts (load_history).
+            await check_input(
+                self._store,
+                params["input"],
+                tenant=tenant,
+                previous_response_id=params.get("previous_response_id"),
+                conversation_id=params.get("conversation"),
+                allow_pending=busy,
             )
+            _check_declared_tools(agent, params)
+            new, events = new_turn(params, tenant, lane, self._runs.owner, self._settings)
+            admission = Admission(
+                reject_if_busy=strategy == "reject",
+                steer=strategy if strategy in ("interrupt", "rollback") else None,
+                max_queued=self._settings.max_queued,
+                max_queued_tenant=self._settings.max_queued_per_tenant,
+                idempotency_key=idempotency_key,
+                request_hash=request_hash,
+                steers=tuple(steer.id for steer in steers),
+                steers_state="pending",
+            )
+            items = [ItemRow(item["id"], dumps(item)) for item in params["input"]]
+            claim_for = (self._runs.owner, self._settings.lease_ttl) if new.background else None
+            try:
+                record, created, claimed = await self._commit(
+                    new, items, events, admission, claim_for
+                )
+                break
+            except StaleSteers:
+                if attempt == 2:
+                    raise Unavailable(
+                        "Steering input for this response kept arriving while it was being"
+                        " continued; send the request again."
+                    ) from None
+        current_response_id.set(record.id)
+        if created:
+            fp.failpoint(fp.ACCEPTED)
+            if claimed is not None:  # claimed in the create transaction: run it now
+                await self._runs.run_claimed(claimed)
+            elif new.background:
+                self._runs.spawn(self._runs.claim_and_run(record.id))
+            if admission.steer is not None and lane is not None:  # a lane it shares
+                self._runs.steer(lane, admission.steer)
+        return record, created
+
+    async def _commit(
+        self,
+        new: NewResponse,
+        items: list[ItemRow],
+        events: list[EventRow],
+        admission: Admission,
+        claim_for: tuple[str, float] | None,
+    ) -> tuple[ResponseRecord, bool, ResponseRecord | None]:
+        """The create transaction, its refusals as the runtime's errors (StaleSteers goes
+        through: the caller tries again)."""
+        try:
+            return await self._store.create_response(new, items, events, admission, claim_for)
         except LaneBusy:
             raise LaneLocked(
                 "Another turn of this conversation is still running, and this request's "
@@ -130,24 +163,9 @@ class Admissions:
                 retry_after=1.0,
             ) from None
         except IdempotencyMismatch:
-            raise _key_reused(idempotency_key) from None
-        except StaleSteers:
-            raise Unavailable(
-                "The steering input queued for this response was just taken by another"
-                " request; send this one again."
-            ) from None
+            raise _key_reused(admission.idempotency_key) from None
         except StoreUnavailable as exc:
             raise Unavailable(_unwritable(exc)) from exc
-        current_response_id.set(record.id)
-        if created:
-            fp.failpoint(fp.ACCEPTED)
-            if claimed is not None:  # claimed in the create transaction: run it now
-                await self._runs.run_claimed(claimed)
-            elif new.background:
-                self._runs.spawn(self._runs.claim_and_run(record.id))
-            if admission.steer is not None and lane is not None:  # a lane it shares
-                self._runs.steer(lane, admission.steer)
-        return record, created
 
     async def _pending_steers(
         self, params: dict[str, Any], tenant: str, busy: bool

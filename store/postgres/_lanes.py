@@ -164,7 +164,9 @@ class LaneStore(PostgresBase):
             if rules.steer is not None:
                 await self._steer(tx, new, rules, tenant_locked)
             inserted = await self._insert(tx, new, items, events, rules, tenant_locked, claim_for)
-            await take_steers(tx.conn, new.id, rules.steers, rules.steers_state)
+            await take_steers(
+                tx.conn, new.id, rules.steers, rules.steers_state, new.previous_response_id
+            )
             if inserted.status == new.status:
                 return inserted, True, None
             # Inserted claimed: the client is told of the response as created, queued.

@@ -32,8 +32,23 @@ _CONTINUED = (
 )
 
 
-async def take_steers(conn: Conn, successor_id: str, steer_ids: Sequence[str], state: str) -> None:
-    """As SQLite's `take_steers`, in the create's transaction."""
+async def take_steers(
+    conn: Conn, successor_id: str, steer_ids: Sequence[str], state: str, continues: str | None
+) -> None:
+    """As SQLite's `take_steers`, in the create's transaction. The continued response's
+    row is locked FOR SHARE first, in a statement of its own, so that a pending steer
+    being added (which holds it FOR UPDATE) either commits before the count below, and is
+    counted, or waits, and then finds the response continued."""
+    if continues is not None:
+        await conn.execute("SELECT 1 FROM responses WHERE id = $1 FOR SHARE", continues)
+        others = await conn.fetchval(
+            "SELECT count(*) FROM steers WHERE target_id = $1 AND state = 'pending'"
+            " AND NOT (id = ANY($2::text[]))",
+            continues,
+            list(steer_ids) if state == "pending" else [],
+        )
+        if others:
+            raise StaleSteers(f"response {continues} has pending steers this turn did not take")
     if not steer_ids:
         return
     taken = await conn.fetchval(

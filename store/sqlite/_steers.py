@@ -24,9 +24,23 @@ _CONTINUED = (
 )
 
 
-def take_steers(tx: Tx, successor_id: str, steer_ids: Sequence[str], state: str) -> None:
+def take_steers(
+    tx: Tx, successor_id: str, steer_ids: Sequence[str], state: str, continues: str | None
+) -> None:
     """Apply `steer_ids` (each still in `state`) to the turn `successor_id` being created in
-    this transaction; StaleSteers, and the transaction is rolled back, if one is not."""
+    this transaction; StaleSteers, and the transaction is rolled back, if one is not. A
+    turn that `continues` a response (its previous_response_id) must take every steer
+    pending for it: one left behind would never be applied (the response counts as
+    continued from now on), so a pending steer it did not take is StaleSteers too."""
+    if continues is not None:
+        others = _fetchone(
+            tx.conn,
+            "SELECT count(*) FROM steers WHERE target_id = ? AND state = 'pending'"
+            " AND id NOT IN (SELECT value FROM json_each(?))",
+            (continues, json.dumps(list(steer_ids) if state == "pending" else [])),
+        )
+        if others is not None and others[0]:
+            raise StaleSteers(f"response {continues} has pending steers this turn did not take")
     if not steer_ids:
         return
     cur = tx.conn.execute(

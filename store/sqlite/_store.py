@@ -129,7 +129,7 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
                     " created_at) VALUES (?, ?, ?, ?, ?)",
                     (new.tenant, rules.idempotency_key, rules.request_hash, new.id, now),
                 )
-            take_steers(tx, new.id, rules.steers, rules.steers_state)
+            take_steers(tx, new.id, rules.steers, rules.steers_state, new.previous_response_id)
             row = _fetchone(
                 tx.conn, f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ?", (new.id,)
             )

@@ -86,13 +86,14 @@ async def test_a_pending_steer_needs_an_ended_target_not_continued_yet(store: St
 
     await store.add_steer(steer("steer_1", state="pending"), max_waiting=4)
     continuation = dataclasses.replace(new_response("resp_next"), previous_response_id="resp_t")
-    await store.create_response(continuation, [], [])
+    taking = Admission(steers=("steer_1",), steers_state="pending")
+    await store.create_response(continuation, [], [], taking)
     with pytest.raises(SteerNotAdded) as continued:
         await store.add_steer(steer("steer_2", state="pending"), max_waiting=4)
 
     assert running.value.reason == "running"
     assert continued.value.reason == "continued"
-    assert [(s.id, s.state) for s in await store.steers_of("resp_t")] == [("steer_1", "pending")]
+    assert [(s.id, s.state) for s in await store.steers_of("resp_t")] == [("steer_1", "applied")]
 
 
 async def test_a_successor_takes_its_steers_in_its_create_transaction_once(store: Store) -> None:
@@ -145,3 +146,41 @@ async def test_a_deleted_target_takes_its_steers_with_it(store: Store) -> None:
 
     assert await store.delete_response("resp_t", "")
     assert await store.steers_of("resp_t") == []
+
+
+async def test_a_continuation_must_take_every_pending_steer(store: Store) -> None:
+    fence = await claimed(store, "resp_t")
+    await end(store, "resp_t", fence, "completed")
+    await store.add_steer(steer("steer_1", state="pending"), max_waiting=4)
+    continuation = dataclasses.replace(new_response("resp_next"), previous_response_id="resp_t")
+
+    with pytest.raises(StaleSteers):
+        await store.create_response(continuation, [], [])  # it left the steer behind
+    assert await status(store, "resp_next") is None
+    taking = Admission(steers=("steer_1",), steers_state="pending")
+    await store.create_response(continuation, [], [], taking)
+
+    [row] = await store.steers_of("resp_t")
+    assert (row.state, row.successor_id) == ("applied", "resp_next")
+
+
+async def test_a_pending_steer_racing_a_continuation_is_never_left_behind(store: Store) -> None:
+    """Either the steer commits first and the continuation (which did not take it) is
+    refused, or the continuation commits first and the steer is refused: never both."""
+    for n in range(10):
+        target = f"resp_t{n}"
+        fence = await claimed(store, target)
+        await end(store, target, fence, "completed")
+        continuation = dataclasses.replace(new_response(f"resp_c{n}"), previous_response_id=target)
+
+        added, created = await asyncio.gather(
+            store.add_steer(steer(f"steer_{n}", target=target, state="pending"), max_waiting=4),
+            store.create_response(continuation, [], []),
+            return_exceptions=True,
+        )
+
+        if added is None:
+            assert isinstance(created, StaleSteers), created
+        else:
+            assert isinstance(added, SteerNotAdded) and added.reason == "continued", added
+            assert not isinstance(created, BaseException), created
