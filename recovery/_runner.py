@@ -117,7 +117,7 @@ class TurnRunner:
     @property
     def steered(self) -> bool:
         """Asked to stop by a `response.steer` (_steering.py), whatever it ended with."""
-        return self._stop.reason == "steer"
+        return self._stop.steered
 
     def request_drain(self) -> None:
         """Stop at the next step boundary without ending the turn (graceful shutdown):

@@ -180,12 +180,15 @@ class Steering:
             log.warning("steers of %s not settled yet (%s); retried later", target_id, exc)
 
     async def _settle(self, target_id: str, tenant: str) -> None:
-        queued = [s for s in await self._store.steers_of(target_id) if s.state == "queued"]
-        if not queued:
-            return
+        # The target first: once it has ended no steer can join its queue (add_steer
+        # refuses an ended target in the transaction that would add it), so the queue read
+        # after this is all there will ever be, and one successor takes it whole.
         target = await self._store.get_response(target_id, tenant)
         if target is None or not ResponseStatus(target.status).is_terminal:
             return  # deleted (its steers went with it), or still running
+        queued = [s for s in await self._store.steers_of(target_id) if s.state == "queued"]
+        if not queued:
+            return
         ids = [s.id for s in queued]
         status = ResponseStatus(target.status)
         output = json.loads(target.snapshot)["output"]
@@ -267,16 +270,22 @@ class Steering:
                 if s.tenant == tenant and (steer_ids is None or s.id in steer_ids)
             ]
             if all(s.state != "queued" for s in steers):
-                return await self._outcomes(target_id, tenant, steers)
+                return await self._outcomes(target_id, tenant, steers, steer_ids)
             target = await self._store.get_response(target_id, tenant)
             if target is not None and ResponseStatus(target.status).is_terminal:
                 await self.settle(target_id, tenant)
+                if delay > 0.01:  # settling failed before (the store): not in a tight loop
+                    await asyncio.sleep(delay)
             else:
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, self._settings.poll_interval)
+            delay = min(delay * 2, self._settings.poll_interval)
 
     async def _outcomes(
-        self, target_id: str, tenant: str, steers: list[SteerRecord]
+        self,
+        target_id: str,
+        tenant: str,
+        steers: list[SteerRecord],
+        asked: Sequence[str] | None,
     ) -> list[SteerOutcome]:
         required: list[Item] = []  # the client tool output the target waits for, if any
         if any(s.state != "failed" for s in steers):
@@ -305,5 +314,19 @@ class Steering:
             else:
                 outcomes.append(
                     SteerOutcome(s.id, target_id, "applied", items, successor_id=s.successor_id)
+                )
+        found = {s.id for s in steers}
+        for steer_id in asked or ():
+            if steer_id not in found:  # deleted with its response before it was applied
+                outcomes.append(
+                    SteerOutcome(
+                        steer_id,
+                        target_id,
+                        "failed",
+                        [],
+                        code="response_not_found",
+                        message=f"Response '{target_id}' was deleted before this input"
+                        " was applied.",
+                    )
                 )
         return outcomes

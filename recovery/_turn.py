@@ -28,20 +28,27 @@ LEASE_LOST = "lease_lost"  # TurnStopped's reason when a fenced write found anot
 SHUTDOWN = "shutdown"  # TurnStopped's reason when a drain pauses the turn at a boundary
 
 
+_STRENGTH = {"steer": 1, "interrupt": 2, "rollback": 3, "cancelled": 4}
+
+
 class Stop:
     """Whether the turn was asked to stop, and why. A stop request (a cancel, a steer)
     ends the turn at its next safe point; a drain (a graceful shutdown) pauses it at its
     next step boundary without ending it, for another process to resume."""
 
-    __slots__ = ("cancelled", "draining", "reason")
+    __slots__ = ("cancelled", "draining", "reason", "steered")
 
     def __init__(self) -> None:
         self.reason: str | None = None  # "cancelled", "interrupt", "rollback" or "steer"
         self.draining = False
+        self.steered = False  # a `response.steer` asked, whichever reason won
         self.cancelled = asyncio.Event()  # set at the request: tools see ToolContext.cancelled
 
     def request(self, reason: str) -> None:
-        if self.reason is None:
+        """Ask the turn to stop; of several requests the strongest decides how it ends:
+        a cancel, then a rollback, then an interrupt, then a steer."""
+        self.steered = self.steered or reason == "steer"
+        if self.reason is None or _STRENGTH.get(reason, 0) > _STRENGTH.get(self.reason, 0):
             self.reason = reason
         self.cancelled.set()
 

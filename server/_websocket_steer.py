@@ -144,10 +144,14 @@ class SocketSteering:
         streaming = self._targets.streaming(target_id)
         known = streaming or self._targets.known(target_id)
         steer = {"id": accepted.id, "previous_response_id": target_id}
-        await self._out.event(steer_event("accepted", steer, *_place(known)))
         if streaming is not None:
-            streaming.steer_ids.append(accepted.id)  # its lane awaits the outcome
+            # Before any await: the lane, ending meanwhile, must find it to await its
+            # outcome. The send lock is first come, first served, so `accepted` still goes
+            # out before the outcome the lane may tell.
+            streaming.steer_ids.append(accepted.id)
+            await self._out.event(steer_event("accepted", steer, *_place(known)))
             return
+        await self._out.event(steer_event("accepted", steer, *_place(known)))
         self.watched += 1
         self._spawn(self._watch(target_id, accepted.id, known))
 

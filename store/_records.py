@@ -106,6 +106,14 @@ class NewSteer:
     state: str  # `queued` (the target runs) or `pending` (it waits for client tool output)
 
 
+# Why a steer that would be pending fails instead: a turn already continues its target
+# (it answered the tool calls while the target still ran) and did not take it.
+STEER_CONTINUED = (
+    "The response was continued (its tool calls answered) before this input could be"
+    " applied; it is handed back."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SteerRecord:
     """A committed steer and what became of it."""

@@ -251,7 +251,9 @@ class LaneStore(PostgresBase):
         # Only the lane's running turn: a foreground turn waiting in place is not it.
         await tx.conn.execute(
             "WITH s AS (UPDATE responses SET steer = $1, updated_at = statement_timestamp()"
-            f" WHERE lane = $2 AND status = 'in_progress' AND steer IS NULL{LANE_HEAD}"
+            # A response.steer's stop (`steer`) gives way to an interrupt or rollback.
+            f" WHERE lane = $2 AND status = 'in_progress'"
+            f" AND (steer IS NULL OR steer = 'steer'){LANE_HEAD}"
             f" RETURNING id) SELECT {notify_signal(3, 's.id')} FROM s",
             rules.steer,
             new.lane,

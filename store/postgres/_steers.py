@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._errors import StaleSteers, SteerNotAdded
+from .._records import STEER_CONTINUED as CONTINUED
 from .._records import NewSteer, SteerRecord
 from ._base import PostgresBase, notify_signal
 from ._database import Tx
@@ -122,13 +123,26 @@ class SteerStore(PostgresBase):
         self, target_id: str, steer_ids: Sequence[str], *, state: str, error: str | None = None
     ) -> bool:
         async def op(tx: Tx) -> None:
+            settled_as, why = state, error
+            if state == "pending":
+                # The target's row lock orders this against a continuation's create (its
+                # FOR SHARE, take_steers): it commits first and is seen here, or it waits
+                # and counts these as pending steers it did not take.
+                target = await tx.conn.fetchrow(
+                    "SELECT conversation_id, created_at FROM responses WHERE id = $1 FOR UPDATE",
+                    target_id,
+                )
+                if target is not None and await tx.conn.fetchval(
+                    _CONTINUED, target_id, target["conversation_id"], target["created_at"]
+                ):
+                    settled_as, why = "failed", CONTINUED
             settled = await tx.conn.fetchval(
                 "WITH t AS (UPDATE steers SET state = $1, error = $2,"
                 " settled_at = statement_timestamp() WHERE target_id = $3"
                 " AND state = 'queued' AND id = ANY($4::text[]) RETURNING 1)"
                 " SELECT count(*) FROM t",
-                state,
-                error,
+                settled_as,
+                why,
                 target_id,
                 list(steer_ids),
             )

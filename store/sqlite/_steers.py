@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 
 from .._errors import StaleSteers, SteerNotAdded
+from .._records import STEER_CONTINUED as CONTINUED
 from .._records import NewSteer, SteerRecord
 from ._base import _TERMINAL_SQL, StoreBase, _fetchone
 from ._connection import Tx
@@ -52,6 +53,16 @@ def take_steers(
         raise StaleSteers(f"a steer of {list(steer_ids)} is not {state} any more")
 
 
+def _continued(tx: Tx, target_id: str) -> bool:
+    target = _fetchone(
+        tx.conn, "SELECT conversation_id, created_at FROM responses WHERE id = ?", (target_id,)
+    )
+    if target is None:
+        return False
+    args = (target_id, target[0], target[0], target[1])
+    return _fetchone(tx.conn, _CONTINUED, args) is not None
+
+
 class SteerStore(StoreBase):
     async def add_steer(self, steer: NewSteer, *, max_waiting: int) -> None:
         """Commit a steer, or raise SteerNotAdded and write nothing. A `queued` steer's
@@ -63,21 +74,19 @@ class SteerStore(StoreBase):
         def op(tx: Tx) -> None:
             target = _fetchone(
                 tx.conn,
-                "SELECT status, conversation_id, created_at FROM responses"
-                " WHERE id = ? AND tenant = ?",
+                "SELECT status FROM responses WHERE id = ? AND tenant = ?",
                 (steer.target_id, steer.tenant),
             )
             if target is None:
                 raise SteerNotAdded("not_found")
-            status, conversation_id, created_at = target[0], target[1], target[2]
+            status = target[0]
             active = status in ("queued", "in_progress")
             if steer.state == "queued" and not active:
                 raise SteerNotAdded("ended", status)
             if steer.state == "pending":
                 if active:
                     raise SteerNotAdded("running", status)
-                continued = (steer.target_id, conversation_id, conversation_id, created_at)
-                if _fetchone(tx.conn, _CONTINUED, continued) is not None:
+                if _continued(tx, steer.target_id):
                     raise SteerNotAdded("continued", status)
             waiting = _fetchone(
                 tx.conn,
@@ -113,14 +122,19 @@ class SteerStore(StoreBase):
         self, target_id: str, steer_ids: Sequence[str], *, state: str, error: str | None = None
     ) -> bool:
         """Move `queued` steers of `target_id` to `pending` or `failed` (with `error`), all
-        of them or none: False (nothing written) if one was settled already."""
+        of them or none: False (nothing written) if one was settled already. Steers that
+        would be pending fail instead (`CONTINUED`) if a turn already continues the target:
+        that turn did not take them, and none will."""
 
         def op(tx: Tx) -> None:
+            settled, why = state, error
+            if state == "pending" and _continued(tx, target_id):
+                settled, why = "failed", CONTINUED
             cur = tx.conn.execute(
                 "UPDATE steers SET state = ?, error = ?, settled_at = ?"
                 " WHERE target_id = ? AND state = 'queued'"
                 " AND id IN (SELECT value FROM json_each(?))",
-                (state, error, time.time(), target_id, json.dumps(list(steer_ids))),
+                (settled, why, time.time(), target_id, json.dumps(list(steer_ids))),
             )
             if cur.rowcount != len(steer_ids):
                 raise StaleSteers(f"a steer of {target_id} was settled already")

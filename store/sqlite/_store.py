@@ -188,7 +188,9 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
             # Only the lane's running turn: a foreground turn waiting in place is not it.
             tx.conn.execute(
                 "UPDATE responses SET steer = ?, updated_at = ?"
-                f" WHERE lane = ? AND status = 'in_progress' AND steer IS NULL{_LANE_HEAD}",
+                # A response.steer's stop (`steer`) gives way to an interrupt or rollback.
+                f" WHERE lane = ? AND status = 'in_progress'"
+                f" AND (steer IS NULL OR steer = 'steer'){_LANE_HEAD}",
                 (rules.steer, time.time(), lane),
             )
 

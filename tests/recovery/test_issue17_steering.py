@@ -30,6 +30,7 @@ from recovery import (
     text_of,
     tool,
 )
+from recovery._turn import Stop
 
 FAST = RuntimeSettings(scan_interval=0.1, heartbeat_interval=0.05, max_pending_steers=3)
 
@@ -236,3 +237,31 @@ async def test_steers_are_refused_with_the_sdk_codes(runtime: tuple[Runtime, Scr
     await cancel_while_the_tool_runs(rt, running)
     await final(rt, running)
     assert await refused(running) == "response_not_active"
+
+
+async def test_a_steer_deleted_with_its_response_reads_as_failed(
+    runtime: tuple[Runtime, Scripted],
+) -> None:
+    rt, _model = runtime
+    done = await start(rt, "hello")
+    await final(rt, done)
+    await rt.delete(done, "t")
+
+    [outcome] = await rt.steer_outcomes(done, tenant="t", steer_ids=["steer_gone"])
+
+    assert (outcome.state, outcome.code) == ("failed", "response_not_found")
+
+
+def test_the_strongest_stop_request_decides_and_a_steer_is_remembered() -> None:
+    steered_then_rolled_back = Stop()
+    steered_then_rolled_back.request("steer")
+    steered_then_rolled_back.request("rollback")
+    cancelled_then_steered = Stop()
+    cancelled_then_steered.request("cancelled")
+    cancelled_then_steered.request("steer")
+
+    assert (steered_then_rolled_back.reason, steered_then_rolled_back.steered) == (
+        "rollback",
+        True,
+    )
+    assert (cancelled_then_steered.reason, cancelled_then_steered.steered) == ("cancelled", True)

@@ -184,3 +184,24 @@ async def test_a_pending_steer_racing_a_continuation_is_never_left_behind(store:
         else:
             assert isinstance(added, SteerNotAdded) and added.reason == "continued", added
             assert not isinstance(created, BaseException), created
+
+
+async def test_steers_that_would_wait_for_a_continued_response_fail_instead(
+    store: Store,
+) -> None:
+    """A turn continued the target while it still ran (it answered the target's tool calls
+    then); steers settled `pending` afterwards would never be taken: they fail, and say
+    why, so the socket hands their input back."""
+    fence = await claimed(store, "resp_t")
+    await store.add_steer(steer("steer_1"), max_waiting=4)
+    continuation = dataclasses.replace(
+        new_response("resp_next"), previous_response_id="resp_t", lane="resp_t"
+    )
+    await store.create_response(continuation, [], [])
+    await end(store, "resp_t", fence, "completed")
+
+    assert await store.settle_steers("resp_t", ["steer_1"], state="pending")
+
+    [row] = await store.steers_of("resp_t")
+    assert row.state == "failed"
+    assert row.error is not None and "continued" in row.error
