@@ -10,9 +10,11 @@ exactly one successor continues it, and the tool the steer asked for ran exactly
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 from openai import OpenAI
 
 from tests.conftest import NewStore, StartServer
@@ -143,3 +145,57 @@ def test_a_steer_sent_to_another_process_stops_the_target_where_it_runs(
     assert "response.steer.accepted" in steer(other, target)
 
     check_steered_once(driver, db, target, folder)
+
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def test_a_pending_steer_survives_a_sigkill_and_is_told_after_a_reconnect(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
+) -> None:
+    """The target waits for a client tool's output; a steer of it is accepted and the
+    server is killed at once. After a restart, a client that follows the target again over
+    a socket is told the steer is pending, with the call to answer; its continuation then
+    carries the steer's input, once (the email is sent once)."""
+    db, folder = new_store("shared"), tmp_path / "effects"
+    env = {"SIDE_EFFECTS_DIR": str(folder)}
+    dying = start_server(*FAST, db=db, env=env)
+    client = OpenAI(base_url=f"{dying.url}/v1", api_key="test", max_retries=0)
+    asked = client.responses.create(
+        model="m", input='[[call get_weather {"city": "Oslo"}]]', tools=[WEATHER], background=True
+    )
+    waiting = wait_terminal(dying.url, asked.id)
+    [call] = waiting["output"]
+
+    assert "response.steer.accepted" in steer(dying, asked.id, kill_on_accepted=True)
+
+    survivor = start_server(*FAST, db=db, env=env)
+    again = OpenAI(base_url=f"{survivor.url}/v1", api_key="test", max_retries=0)
+    told: list[dict[str, Any]] = []
+    with again.responses.connect() as connection:
+        follow = {"type": "response.follow", "response_id": asked.id, "starting_after": -1}
+        connection.send_raw(json.dumps(follow))
+        for event in connection:
+            told.append(event.model_dump())
+            if event.type in ("response.steer.pending", "error"):
+                break
+    types = [event["type"] for event in told]
+    assert types[-2:] == ["response.completed", "response.steer.pending"], types
+    assert told[-1]["required_input"] == [
+        {"type": "function_call_output", "call_id": call["call_id"], "name": "get_weather"}
+    ]
+
+    output = {"type": "function_call_output", "call_id": call["call_id"], "output": "snow"}
+    continued = again.responses.create(
+        model="m", previous_response_id=asked.id, input=[output], tools=[WEATHER], background=True
+    )
+    final = wait_terminal(survivor.url, continued.id)
+    assert final["status"] == "completed", final
+    items = httpx.get(f"{survivor.url}/v1/responses/{continued.id}/input_items?order=asc").json()
+    assert [i["type"] for i in items["data"]] == ["function_call_output", "message"]
+    assert [to for _, to in effects(folder, "send_email")] == ["steerer"]
+    assert successors(db, asked.id) == [continued.id]
