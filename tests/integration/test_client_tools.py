@@ -22,6 +22,7 @@ from tests.integration._responses_support import (
     types,
     unparsed,
 )
+from tests.support.client_tools import WEATHER
 from tests.support.schemas import validate_error_envelope
 from tests.support.waiting import wait_terminal
 
@@ -30,18 +31,6 @@ CLIENTS = [
     pytest.param("strict_client", id="strict_client"),
 ]
 
-WEATHER: Any = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-    "strict": True,
-}
 TIME: Any = {
     "type": "function",
     "name": "get_time",

@@ -33,6 +33,7 @@ from tests.integration._responses_support import (
     sdk_events,
     unparsed,
 )
+from tests.support.client_tools import WEATHER
 from tests.support.fake_responses_upstream import (
     FakeResponsesUpstream,
     Turn,
@@ -53,18 +54,6 @@ from tests.support.stream_rules import check_stream
 MODEL = "fake-model"
 PARIS = ("call_paris", "lookup", '{"city":"Paris"}')
 SUNNY_PARIS = {"city": "Paris", "forecast": "sunny"}
-WEATHER: Any = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-    "strict": True,
-}
 NO = "I can't help with that."
 
 Item = dict[str, Any]

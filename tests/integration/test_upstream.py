@@ -29,6 +29,7 @@ from tests.integration._responses_support import (
     sdk_events,
     types,
 )
+from tests.support.client_tools import WEATHER
 from tests.support.fake_upstream import (
     FakeUpstream,
     Turn,
@@ -49,18 +50,6 @@ MODEL = "fake-model"
 PARIS = ("call_paris", "lookup", '{"city":"Paris"}')
 ROME = ("call_rome", "lookup", '{"city":"Rome"}')
 SUNNY_PARIS = {"city": "Paris", "forecast": "sunny"}
-WEATHER: Any = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-    "strict": True,
-}
 
 Message = dict[str, Any]
 
