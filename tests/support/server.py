@@ -37,14 +37,21 @@ def wait_healthy(
     proc: subprocess.Popen[bytes], url: str, log: Callable[[], str], deadline: float = 30.0
 ) -> None:
     """Until the server process `proc` answers /healthz at `url`; fail at once, with its
-    `log()`, if it exits first, and with its log after `deadline` seconds."""
+    `log()`, if it exits first, and with its log after `deadline` seconds. It counts only
+    once `proc`'s own log says it listens at `url`: another process that took the port
+    (test runs side by side draw ports from one machine) must not pass for it."""
+    port = url.rsplit(":", 1)[1]
+
+    def listening() -> bool:  # on any host (a container binds 0.0.0.0), at this port
+        lines = log().splitlines()
+        return any("listening on http://" in line and f":{port} (" in line for line in lines)
 
     def up() -> bool:
         if proc.poll() is not None:
             raise AssertionError(
                 f"server exited with {proc.returncode} before it was healthy:\n{log()}"
             )
-        return healthy(url)
+        return listening() and healthy(url)
 
     wait_until(up, lambda: f"the server to be healthy:\n{log()}", deadline, interval=0.05)
 
@@ -75,6 +82,27 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, *, wait: bool = True, deadline: float = 30.0) -> ServerProcess:
+        for _ in range(3):
+            self._spawn()
+            if not wait:
+                return self
+            try:
+                self.wait_healthy(deadline)
+                return self
+            except AssertionError:
+                # The free port was taken between `free_port` and the bind (by a test run
+                # beside this one): another port, bounded. Anything else fails the test.
+                if not self._port_taken():
+                    raise
+        raise AssertionError(f"no free port could be bound three times:\n{self.log()}")
+
+    def _port_taken(self) -> bool:
+        assert self.proc is not None
+        return self.proc.poll() is not None and f"cannot listen on 127.0.0.1:{self.port}" in (
+            self.log()
+        )
+
+    def _spawn(self) -> None:
         self.port = free_port()
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         with self.log_path.open("ab") as log:
@@ -94,9 +122,6 @@ class ServerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        if wait:
-            self.wait_healthy(deadline)
-        return self
 
     def wait_healthy(self, deadline: float = 30.0) -> None:
         assert self.proc is not None
