@@ -32,12 +32,14 @@ from ._flags import parse_settings
 from ._logging import configure_logging
 from ._metrics import MetricsListener
 from ._settings import Settings, named_agents
+from ._workers import Supervisor, WorkerSockets
 
 log = logging.getLogger("server")
 
 # Added to the shutdown grace and the longest tool timeout to bound the app's shutdown:
 # the drain's store writes and lease release, with room to spare.
 SHUTDOWN_MARGIN = 10.0
+ORPHAN_CHECK_INTERVAL = 0.5
 
 
 class StartupError(Exception):
@@ -104,7 +106,7 @@ def check_writable(db: Path) -> None:
     )
 
 
-def check_keys(settings: Settings) -> None:
+def check_keys(settings: Settings, *, warn: bool = True) -> None:
     try:
         keys = load_keys(settings)
     except ValueError as exc:
@@ -114,7 +116,7 @@ def check_keys(settings: Settings) -> None:
             "no API keys are configured and --require-keys is set; give --api-keys or "
             "--keys-file, or set DURABLE_RESPONSES_REQUIRE_KEYS=false to run open on purpose"
         )
-    if keys.open:
+    if keys.open and warn:
         log.warning("no API keys configured: anyone who can reach this server can use it")
 
 
@@ -151,9 +153,15 @@ def hypercorn_config(settings: Settings, *agents: Agent | Workflow) -> Config:
 def listen(config: Config) -> None:
     """Bind every address now and hand the sockets to Hypercorn by descriptor, so that
     a taken port is a clear start-up error before the app (and its runtime) starts."""
+    config.bind = [f"fd://{fd}" for fd in bind_all(config.bind)]
+
+
+def bind_all(addresses: list[str]) -> list[int]:
+    """A listening socket's descriptor for each `host:port`, or a StartupError naming the
+    one that cannot be bound (and none left open)."""
     descriptors: list[int] = []
     try:
-        for bind in config.bind:
+        for bind in addresses:
             one = Config()
             one.bind = [bind]
             try:
@@ -165,7 +173,19 @@ def listen(config: Config) -> None:
         for fd in descriptors:
             os.close(fd)
         raise
-    config.bind = [f"fd://{fd}" for fd in descriptors]
+    return descriptors
+
+
+def bind_workers(settings: Settings) -> list[WorkerSockets]:
+    """The API socket, shared by every worker, and worker i's metrics socket on
+    --metrics-port + i."""
+    addresses = [f"{settings.host}:{settings.port}"]
+    if settings.metrics_port is not None:
+        addresses += [
+            f"{settings.host}:{settings.metrics_port + i}" for i in range(settings.workers)
+        ]
+    api, *metrics = bind_all(addresses)
+    return [WorkerSockets(i, api, metrics[i] if metrics else None) for i in range(settings.workers)]
 
 
 def _why(exc: OSError) -> str:
@@ -188,19 +208,29 @@ def load_agents(settings: Settings) -> tuple[Agent | Workflow | None, dict[str, 
     return (None if named else Agent()), named
 
 
-async def run(settings: Settings) -> None:
+async def run(settings: Settings, worker: WorkerSockets | None = None) -> None:
+    """Serve until SIGTERM or SIGINT: alone, binding the ports, or as one of --workers on
+    the sockets the parent bound."""
+    if worker is not None and settings.metrics_port is not None:
+        settings = settings.model_copy(
+            update={"metrics_port": settings.metrics_port + worker.index}
+        )
     agent, named = load_agents(settings)
-    check_keys(settings)
+    check_keys(settings, warn=worker is None)  # the parent of --workers has warned
     await check_store(settings)
     app = create_app(agent, settings=settings, agents=named)
     hosted = [a for a in (agent, *named.values()) if a is not None]
     config = hypercorn_config(settings, *hosted)
-    listen(config)
+    if worker is None:
+        listen(config)
+    else:
+        config.bind = [f"fd://{fd}" for fd in worker.fds]
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    orphan_watch = None if worker is None else asyncio.create_task(stop_when_orphaned(stop))
     if agent is None:
         model = "none (named agents only)"
     elif isinstance(agent, Workflow):
@@ -208,12 +238,13 @@ async def run(settings: Settings) -> None:
     else:
         model = (agent.model or default_model(settings)).name
     log.info(
-        "durable-responses listening on http://%s:%d (store: %s, model: %s, agent: %s)",
+        "durable-responses listening on http://%s:%d (store: %s, model: %s, agent: %s%s)",
         settings.host,
         settings.port,
         redacted(settings.db),
         model,
         settings.agent or ("none" if agent is None else "built-in"),
+        "" if worker is None else f", worker {worker.index + 1} of {settings.workers}",
     )
     if named:
         log.info(
@@ -228,6 +259,8 @@ async def run(settings: Settings) -> None:
         trigger = functools.partial(_until_stopped, stop, app)
         await serve(served, config, shutdown_trigger=trigger)  # type: ignore[arg-type]
     finally:
+        if orphan_watch is not None:
+            orphan_watch.cancel()
         context = getattr(app.state, "context", None)
         if context is not None and context.runtime.failure is not None:
             raise RuntimeStopped from None  # its cause is logged where it happened
@@ -236,6 +269,16 @@ async def run(settings: Settings) -> None:
 
 class RuntimeStopped(Exception):
     """The runtime stopped for good: the process exits non-zero, to be restarted."""
+
+
+async def stop_when_orphaned(stop: asyncio.Event) -> None:
+    """A worker whose parent died (SIGKILL, OOM) stops as on SIGTERM rather than serve on
+    unsupervised: the parent polls nothing then, and restarts nothing."""
+    parent = os.getppid()
+    while os.getppid() == parent:  # noqa: ASYNC110  (no event says a parent died)
+        await asyncio.sleep(ORPHAN_CHECK_INTERVAL)
+    log.warning("the parent of --workers died; this worker stops")
+    stop.set()
 
 
 async def _until_stopped(stop: asyncio.Event, app: Starlette) -> None:
@@ -251,11 +294,31 @@ async def _until_stopped(stop: asyncio.Event, app: Starlette) -> None:
             wait.cancel()
 
 
+def supervise(settings: Settings, argv: list[str]) -> int:
+    """--workers N > 1: check what every worker would check, bind the ports, then run
+    the workers (server/_workers.py) until they all stop."""
+    load_agents(settings)
+    check_keys(settings)
+    asyncio.run(check_store(settings))
+    sockets = bind_workers(settings)
+    log.info(
+        "durable-responses starting %d workers on http://%s:%d",
+        settings.workers,
+        settings.host,
+        settings.port,
+    )
+    return Supervisor(argv, sockets).run()
+
+
 def main(argv: list[str] | None = None) -> None:
-    settings = parse_settings(argv if argv is not None else sys.argv[1:])
+    args = argv if argv is not None else sys.argv[1:]
+    settings = parse_settings(args)
     configure_logging(settings.log_level, settings.log_format)
+    worker = WorkerSockets.from_environment()
     try:
-        asyncio.run(run(settings))
+        if worker is None and settings.workers > 1:
+            raise SystemExit(supervise(settings, args))
+        asyncio.run(run(settings, worker))
     except StartupError as exc:
         print(f"durable-responses: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -29,6 +29,14 @@ class Settings(BaseSettings):
         description="port of a second listener, on the same address, that serves /metrics"
         " without an API key; unset: no metrics",
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="server processes on this host, sharing the port and the store (each"
+        " with its own runtime, as separate hosts are); with --metrics-port P, worker i"
+        " serves its metrics on P+i",
+    )
     db: str = Field(
         "data/responses.db",
         min_length=1,
@@ -232,6 +240,21 @@ class Settings(BaseSettings):
     def _not_the_api_port(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and value == info.data.get("port"):
             raise ValueError("must differ from --port: metrics are never served to tenants")
+        return value
+
+    @field_validator("workers")
+    @classmethod
+    def _metrics_ports_fit(cls, value: int, info: ValidationInfo) -> int:
+        first, port = info.data.get("metrics_port"), info.data.get("port")
+        if first is None or value == 1:
+            return value
+        last = first + value - 1
+        if last > 65535:
+            raise ValueError(f"{value} workers need metrics ports {first}-{last}, past 65535")
+        if port is not None and first <= port <= last:
+            raise ValueError(
+                f"{value} workers serve metrics on ports {first}-{last}, which takes in --port"
+            )
         return value
 
 
