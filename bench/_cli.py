@@ -17,6 +17,7 @@ from typing import Any
 
 from . import _postgres as pg
 from . import _reference as ref
+from . import _workers as workers
 from . import _workloads as w
 from ._procs import REPO
 from ._report import Row, table, write_json
@@ -35,9 +36,18 @@ WORKLOADS = (
     "ceiling",
     "follow",
     "scale-out",
+    "workers",
 )
 # They kill, measure or fill the server.
-NEEDS_OWN_SERVER = {"recovery", "memory", "scale", "slow-readers", "follow", "scale-out"}
+NEEDS_OWN_SERVER = {
+    "recovery",
+    "memory",
+    "scale",
+    "slow-readers",
+    "follow",
+    "scale-out",
+    "workers",
+}
 # They read or grow the SQLite file itself.
 SQLITE_ONLY = {"scale", "slow-readers"}
 # Two server processes on one database.
@@ -195,6 +205,7 @@ def _steps(
         ({"slow-readers"}, "slow-readers", lambda: w.slow_readers(bench)),
         ({"follow"}, "follow", lambda: pg.follow(bench)),
         ({"scale-out"}, "scale-out", lambda: pg.scale_out(bench)),
+        ({"workers"}, "workers", lambda: workers.workers(bench)),
     ]
 
 

@@ -28,6 +28,7 @@ WORKLOADS = (
     "scale",
     "slow-readers",
     "ceiling",
+    "workers sqlite",
 )
 
 
@@ -72,6 +73,7 @@ def test_smoke_size_prints_a_table_and_writes_every_workload(tmp_path: Path) -> 
         "memory",
         "scale",
         "slow-readers",
+        "workers",
     }
 
 
