@@ -16,6 +16,7 @@ from store import (
 )
 
 from ._agent import Agent
+from ._compaction import model_view
 from ._conversations import Conversations
 from ._errors import (
     InvalidRequest,
@@ -35,11 +36,14 @@ from ._items import normalize_input, normalize_item, text_of
 from ._model import (
     FunctionCallDelta,
     Incomplete,
+    MessageStart,
     Model,
     ModelEvent,
     ModelInfo,
     ModelRequest,
     ReasoningDelta,
+    ReasoningDone,
+    ReasoningStart,
     RefusalDelta,
     TextDelta,
     Usage,
@@ -51,6 +55,7 @@ from ._sinks import encode as encode_event
 from ._status import TERMINAL_EVENTS, ResponseStatus
 from ._steering import SteerAccepted, SteerOutcome
 from ._synthesize import synthesize as synthesize_events
+from ._tokens import count_tokens
 from ._tools import Tool, ToolContext, tool
 from ._workflow import Workflow, WorkflowContext, workflow
 
@@ -65,6 +70,7 @@ __all__ = [
     "Inspector",
     "InvalidRequest",
     "LaneLocked",
+    "MessageStart",
     "Model",
     "ModelCall",
     "ModelError",
@@ -75,6 +81,8 @@ __all__ = [
     "Observer",
     "QueueFull",
     "ReasoningDelta",
+    "ReasoningDone",
+    "ReasoningStart",
     "RecoveryError",
     "RefusalDelta",
     "ResponseEnd",
@@ -96,8 +104,10 @@ __all__ = [
     "Usage",
     "Workflow",
     "WorkflowContext",
+    "count_tokens",
     "current_response_id",
     "encode_event",
+    "model_view",
     "new_id",
     "normalize_input",
     "normalize_item",

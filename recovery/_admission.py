@@ -32,6 +32,7 @@ from store import (
 
 from . import _failpoints as fp
 from ._agent import Agent
+from ._compaction import check_compaction_items, takes_compaction_items
 from ._emitter import Emitter
 from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
 from ._history import check_input
@@ -94,7 +95,7 @@ class Admissions:
             steers = await self._pending_steers(params, tenant, busy)
             # A busy lane's running turn may still answer its calls: the check that no call
             # is left unanswered is made again when this turn starts (load_history).
-            await check_input(
+            history = await check_input(
                 self._store,
                 params["input"],
                 tenant=tenant,
@@ -102,6 +103,7 @@ class Admissions:
                 conversation_id=params.get("conversation"),
                 allow_pending=busy,
             )
+            self._check_compaction_items(agent, history, params)
             _check_declared_tools(agent, params)
             new, events = new_turn(params, tenant, lane, self._runs.owner, self._settings)
             admission = Admission(
@@ -137,6 +139,18 @@ class Admissions:
             if admission.steer is not None and lane is not None:  # a lane it shares
                 self._runs.steer(lane, admission.steer)
         return record, created
+
+    def _check_compaction_items(
+        self, agent: Agent | Workflow, history: list[dict[str, Any]], params: dict[str, Any]
+    ) -> None:
+        """Refuse a compaction item another server made that this turn's model cannot
+        read (_compaction.py), in its input or in the history it continues."""
+        check_compaction_items(
+            history,
+            params["input"],
+            reads_foreign=takes_compaction_items(self._roster.model_of(agent)),
+            history_param="conversation" if params.get("conversation") else "previous_response_id",
+        )
 
     async def _commit(
         self,

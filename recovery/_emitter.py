@@ -2,10 +2,12 @@
 
 The emitter owns the in-progress Response object and the next sequence number. Each
 method returns the events to publish, in order; it never does I/O. Items are opened
-lazily by the first delta that needs them and closed (`output_item.done`) when another
-kind of item starts or the step ends. A step's reasoning (a `reasoning` item) comes
-before its answer; the answer is one message whose part is `output_text`, or `refusal`
-when the model declined (the part kinds and their events: `_parts.py`).
+lazily by the first delta that needs them (or by the model's `MessageStart` and
+`ReasoningStart`) and closed (`output_item.done`) when another item starts or the step
+ends. A step's reasoning (a `reasoning` item, `_reasoning.py`) comes before what it led
+to; a message's one part is `output_text`, or `refusal` when the model declined (the
+part kinds and their events: `_parts.py`). A step may say several messages, each with
+the `phase` its model gave it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from . import _parts as parts
 from ._ids import new_id
 from ._model import FunctionCallDelta, LogProb, ReasoningDelta, RefusalDelta, TextDelta
+from ._reasoning import OpenReasoning, new_item
 
 Event = dict[str, Any]
 
@@ -35,15 +38,6 @@ class _OpenMessage:
         self.heard: str | None = None
 
 
-class _OpenReasoning:
-    __slots__ = ("index", "item", "text")
-
-    def __init__(self, index: int, item: dict[str, Any]) -> None:
-        self.index = index
-        self.item = item
-        self.text: list[str] = []
-
-
 class _OpenCall:
     __slots__ = ("arguments", "index", "item")
 
@@ -58,7 +52,8 @@ class Emitter:
         self.response = response
         self.next_seq = next_seq
         self._message: _OpenMessage | None = None
-        self._reasoning: _OpenReasoning | None = None
+        self._phase: str | None = None  # of the next message to open (`MessageStart`)
+        self._reasoning: OpenReasoning | None = None
         self._calls: dict[str, _OpenCall] = {}
 
     @property
@@ -134,30 +129,54 @@ class Emitter:
         assert self._message is not None
         return events + self._append_text(self._message, text, logprobs)
 
-    def reasoning_delta(self, delta: ReasoningDelta) -> list[Event]:
-        """Reasoning opens a `reasoning` item, closing what was open before it. While a
-        cut message is being resumed, the new attempt's reasoning is not streamed: the
-        reasoning that led to the cut message was."""
-        if not delta.text or (self._message is not None and self._message.heard is not None):
+    def message_start(self, phase: str | None = None) -> list[Event]:
+        """The model begins a new message: the open one is finished, and the next text
+        opens a message with `phase`. While a cut message is being resumed and the new
+        attempt has said nothing of it yet, its first message is matched against it."""
+        self._phase = phase
+        if self._message is not None and self._message.heard == "":
             return []
-        events: list[Event] = []
-        if self._reasoning is None:
-            events = self._close_message("completed") + self._close_calls("completed")
-            events += self._open_reasoning()
-        reasoning = self._reasoning
-        assert reasoning is not None
-        reasoning.text.append(delta.text)
-        type_, fields = parts.delta_event("reasoning_text", delta.text)
+        return self._close_message("completed")
+
+    @property
+    def _resuming(self) -> bool:
+        return self._message is not None and self._message.heard is not None
+
+    def reasoning_start(self, item_id: str | None = None) -> list[Event]:
+        """A new `reasoning` item opens, closing what was open before it; it takes the
+        model's `item_id` when given (unless this output has an item of that id). While
+        a cut message is being resumed, the new attempt's reasoning is not streamed: the
+        reasoning that led to the cut message was."""
+        if self._resuming:
+            return []
+        events = self._close_reasoning("completed") + self._close_message("completed")
+        events += self._close_calls("completed")
+        if item_id is None or any(item.get("id") == item_id for item in self.output):
+            item_id = new_id("rs")
+        reasoning = self._reasoning = OpenReasoning(len(self.output), new_item(item_id))
+        self.output.append(reasoning.item)
+        added = copy.deepcopy(reasoning.item)
         return [
             *events,
-            self._event(
-                type_,
-                item_id=reasoning.item["id"],
-                output_index=reasoning.index,
-                content_index=0,
-                **fields,
-            ),
+            self._event("response.output_item.added", output_index=reasoning.index, item=added),
         ]
+
+    def reasoning_delta(self, delta: ReasoningDelta) -> list[Event]:
+        """Reasoning continues the open `reasoning` item, or opens one (Chat Completions
+        upstreams never say where an item begins)."""
+        if not delta.text or self._resuming:
+            return []
+        events = self.reasoning_start() if self._reasoning is None else []
+        assert self._reasoning is not None
+        return events + self._reasoning.delta(self._event, delta)
+
+    def reasoning_done(self, encrypted_content: str | None = None) -> list[Event]:
+        """The open reasoning item is finished, with the model's `encrypted_content` if
+        the request asked for it (an item the model gave whole opens and closes here)."""
+        if self._resuming:
+            return []
+        events = self.reasoning_start() if self._reasoning is None else []
+        return events + self._close_reasoning("completed", encrypted_content)
 
     def _append_text(
         self, message: _OpenMessage, text: str, logprobs: tuple[LogProb, ...] = ()
@@ -214,9 +233,11 @@ class Emitter:
         heard, streamed = message.heard + text, "".join(message.text)
         if streamed.startswith(heard):
             message.heard = heard if len(heard) < len(streamed) else None
+            self._phase = None  # the cut message goes on, with its own phase
             return []
         if heard.startswith(streamed):
             message.heard = None
+            self._phase = None  # the cut message goes on, with its own phase
             return self._append_text(message, heard[len(streamed) :])
         events = self._drop_message(message)
         events += self._open_message(message.kind)
@@ -320,21 +341,10 @@ class Emitter:
             "role": "assistant",
             "content": [],
         }
+        if self._phase is not None:
+            item["phase"], self._phase = self._phase, None
         self._message = _OpenMessage(len(self.output), item, kind)
         return self._open_item(self._message.index, item, kind)
-
-    def _open_reasoning(self) -> list[Event]:
-        # Chat Completions upstreams stream raw reasoning, never a summary: `summary`
-        # stays empty and the text is the item's `reasoning_text` content.
-        item: dict[str, Any] = {
-            "type": "reasoning",
-            "id": new_id("rs"),
-            "summary": [],
-            "content": [],
-            "status": "in_progress",
-        }
-        self._reasoning = _OpenReasoning(len(self.output), item)
-        return self._open_item(self._reasoning.index, item, "reasoning_text")
 
     def _open_item(self, index: int, item: dict[str, Any], kind: str) -> list[Event]:
         """Add `item` to the output with one empty content part of `kind`."""
@@ -372,17 +382,11 @@ class Emitter:
             ),
         ]
 
-    def _close_reasoning(self, status: str) -> list[Event]:
+    def _close_reasoning(self, status: str, encrypted_content: str | None = None) -> list[Event]:
         reasoning, self._reasoning = self._reasoning, None
         if reasoning is None:
             return []
-        item = reasoning.item
-        events = self.close_part(reasoning.index, item, "reasoning_text", "".join(reasoning.text))
-        item["status"] = status
-        done = self._event(
-            "response.output_item.done", output_index=reasoning.index, item=copy.deepcopy(item)
-        )
-        return [*events, done]
+        return reasoning.close(self._event, status, encrypted_content)
 
     def _close_message(self, status: str) -> list[Event]:
         message = self._message

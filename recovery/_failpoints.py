@@ -16,6 +16,7 @@ TOOL_CLAIMED = "tool_claimed"  # journal claim committed, tool body not started
 TOOL_EFFECT = "tool_effect"  # tool body returned (effect done), result not recorded
 TOOL_RECORDED = "tool_recorded"  # tool result committed, checkpoint not yet written
 CHECKPOINT = "checkpoint"  # checkpoint committed, next model call not started
+COMPACTED = "compacted"  # a compaction committed, the step's model call not started
 TERMINAL = "terminal"  # terminal status committed, last events not yet delivered
 STEER_COMMITTED = "steer_committed"  # a response.steer committed, not yet acknowledged
 STEER_SETTLING = "steer_settling"  # a steered response ended, its successor not committed
@@ -30,6 +31,7 @@ ALL = (
     TOOL_EFFECT,
     TOOL_RECORDED,
     CHECKPOINT,
+    COMPACTED,
     TERMINAL,
     STEER_COMMITTED,
     STEER_SETTLING,

@@ -229,11 +229,12 @@ async def check_input(
     conversation_id: str | None = None,
     allow_pending: bool = False,
     param: str = "input",
-) -> None:
+) -> list[Item]:
     """Refuse client items that would break tool pairing against the history they
     follow (G5), with InvalidRequest naming the call: an output that answers no call,
     or a call answered twice; unless `allow_pending`, a call left without output. A
-    conversation's turn may not add an item the conversation has (`check_new_ids`)."""
+    conversation's turn may not add an item the conversation has (`check_new_ids`).
+    Returns that history."""
     history = await load_history(
         store,
         tenant=tenant,
@@ -243,3 +244,4 @@ async def check_input(
     if conversation_id:
         check_new_ids(history, new_input, param=param)
     check_tool_pairing(history, new_input, allow_pending=allow_pending, param=param)
+    return history

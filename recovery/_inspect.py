@@ -1,13 +1,13 @@
 """Read-only views of a runtime for the server, so that it never reads the store itself:
 the gauges that /metrics shows, the pages of a response's input items, and the history a
-new turn would start from (what an input token count counts)."""
+new turn would start from (what an input token count counts, and a compaction compacts)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from store import ItemRow, ResponseRecord
+from store import ItemRow, ResponseRecord, Store
 
 from ._errors import InvalidRequest, NotFound
 from ._history import load_history
@@ -62,23 +62,38 @@ class Inspector:
         conversation_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """The items a turn created with these would start from, before its own input;
-        refused as a create would refuse them (an unknown previous response is a 400, an
-        unknown conversation a 404)."""
-        if previous_response_id:
-            previous = await self._store.get_response(previous_response_id, tenant)
-            if previous is None or unstored(previous.snapshot):
-                raise InvalidRequest(
-                    f"Previous response with id '{previous_response_id}' not found.",
-                    param="previous_response_id",
-                    code="previous_response_not_found",
-                )
-        elif (
-            conversation_id and await self._store.get_conversation(conversation_id, tenant) is None
-        ):
-            raise NotFound(f"Conversation with id '{conversation_id}' not found.")
-        return await load_history(
+        refused as a create would refuse them (`turn_history`)."""
+        return await turn_history(
             self._store,
-            tenant=tenant,
+            tenant,
             previous_response_id=previous_response_id,
             conversation_id=conversation_id,
         )
+
+
+async def turn_history(
+    store: Store,
+    tenant: str,
+    *,
+    previous_response_id: str | None = None,
+    conversation_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """The items a turn created with these would start from, before its own input;
+    refused as a create would refuse them (an unknown previous response is a 400, an
+    unknown conversation a 404)."""
+    if previous_response_id:
+        previous = await store.get_response(previous_response_id, tenant)
+        if previous is None or unstored(previous.snapshot):
+            raise InvalidRequest(
+                f"Previous response with id '{previous_response_id}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+    elif conversation_id and await store.get_conversation(conversation_id, tenant) is None:
+        raise NotFound(f"Conversation with id '{conversation_id}' not found.")
+    return await load_history(
+        store,
+        tenant=tenant,
+        previous_response_id=previous_response_id,
+        conversation_id=conversation_id,
+    )

@@ -8,6 +8,7 @@ from typing import Any
 from ._ids import new_id
 
 Item = dict[str, Any]
+_ID_PREFIXES = {"reasoning": "rs", "compaction": "cmp"}  # of other items: `item`
 
 
 def normalize_input(value: str | list[Item]) -> list[Item]:
@@ -40,7 +41,7 @@ def normalize_item(item: Item) -> Item:
             "status": item.get("status") or "completed",
         }
     normalized = {k: v for k, v in item.items() if v is not None}
-    normalized.setdefault("id", new_id("rs" if kind == "reasoning" else "item"))
+    normalized.setdefault("id", new_id(_ID_PREFIXES.get(kind, "item")))
     return normalized
 
 

@@ -1,10 +1,16 @@
 """What a model is to the runtime: something that streams one step's output.
 
-A step's output is a sequence of events: reasoning deltas (one `reasoning` item, before
-the answer), text or refusal deltas (one assistant message) and function-call argument
+A step's output is a sequence of events: reasoning deltas (a `reasoning` item, before
+the answer), text or refusal deltas (an assistant message) and function-call argument
 deltas (one item per `call_id`), then optionally usage and an `Incomplete` marker;
 `ModelInfo` (at any point) says which model answered. The runtime turns them into
 Responses items and stream events.
+
+Deltas continue the item open before them. A model that knows where its items begin says
+so: `MessageStart` begins a new message (a step may say several, each with its `phase`),
+`ReasoningStart` a new reasoning item, and `ReasoningDone` ends one with what it carries
+beyond its text (`encrypted_content`). A model that does not (a Chat Completions upstream)
+gets one reasoning item and one message a step.
 
 `ModelRequest` carries what the create request asked of the model, by its Responses
 names; a model honours each field or, when it cannot, the server refuses the request
@@ -73,9 +79,37 @@ class RefusalDelta:
 
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
-    """A piece of the model's reasoning (a `reasoning_text` part of a `reasoning` item)."""
+    """A piece of the model's reasoning: raw reasoning (the item's `reasoning_text`
+    content) or, with `summary` set, a piece of a summary of it (a `summary_text` part of
+    the item's `summary`; a new part whenever `summary` changes, e.g. the model's
+    `summary_index`)."""
 
     text: str
+    summary: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningStart:
+    """A new reasoning item begins. `id` is the model's own id for it: the item keeps it
+    when the request asked for `reasoning.encrypted_content`, which names it."""
+
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDone:
+    """The open reasoning item is finished. `encrypted_content` (asked for with `include`)
+    is the reasoning, sealed by the model, that a later call can be given back."""
+
+    encrypted_content: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStart:
+    """A new assistant message begins: the text and refusal deltas after it are its own.
+    `phase` labels it as the model did (`commentary` or `final_answer`)."""
+
+    phase: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +127,7 @@ class Usage:
     output_tokens: int
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +148,16 @@ class ModelInfo:
 
 
 ModelEvent = (
-    TextDelta | RefusalDelta | ReasoningDelta | FunctionCallDelta | Usage | Incomplete | ModelInfo
+    TextDelta
+    | RefusalDelta
+    | ReasoningDelta
+    | ReasoningStart
+    | ReasoningDone
+    | MessageStart
+    | FunctionCallDelta
+    | Usage
+    | Incomplete
+    | ModelInfo
 )
 
 

@@ -1,7 +1,8 @@
 """The streamed content parts of output items, by kind, and the events that stream them.
 
 A message's part is `output_text` (the answer) or `refusal` (the model declined); a
-reasoning item's is `reasoning_text`. Each streams the same way (content_part.added,
+reasoning item's content part is `reasoning_text` (its summary parts: `_reasoning.py`).
+Each streams the same way (content_part.added,
 deltas, a done event with the whole text, content_part.done) under its own event names
 and fields, which live here so that the emitter and the restore agree on them.
 """

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._agent import Agent
+from ._compaction import model_view
 from ._model import Model, ModelRequest
 
 Item = dict[str, Any]
@@ -28,7 +29,8 @@ def budgets(agent: Agent, params: Item) -> Budgets:
 
 def model_request(agent: Agent, model: Model, params: Item, items: list[Item]) -> ModelRequest:
     """The request of one model call: the turn's request parameters, the agent's
-    instructions and tools (the server's, then the client's), and `items` as input."""
+    instructions and tools (the server's, then the client's), and `items` as input (with
+    the latest compaction's summary in place of what it summarised: `model_view`)."""
     declared = [t for t in params.get("tools") or [] if t.get("type") == "function"]
     server = [tool.definition() for tool in agent.tools]
     text = params.get("text") or {}
@@ -40,7 +42,7 @@ def model_request(agent: Agent, model: Model, params: Item, items: list[Item]) -
     return ModelRequest(
         model=params.get("model") or model.name,
         instructions=params.get("instructions") or agent.instructions,
-        input=items,
+        input=model_view(items),
         tools=server + declared,
         tool_choice=params.get("tool_choice") or "auto",
         parallel_tool_calls=params.get("parallel_tool_calls", True) is not False,

@@ -81,7 +81,7 @@ def usage_object(usage: Usage) -> dict[str, Any]:
         "input_tokens": usage.input_tokens,
         "input_tokens_details": {
             "cached_tokens": usage.cached_tokens,
-            "cache_write_tokens": 0,
+            "cache_write_tokens": usage.cache_write_tokens,
         },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
@@ -97,6 +97,7 @@ def add_usage(total: Usage | None, step: Usage) -> Usage:
         output_tokens=total.output_tokens + step.output_tokens,
         cached_tokens=total.cached_tokens + step.cached_tokens,
         reasoning_tokens=total.reasoning_tokens + step.reasoning_tokens,
+        cache_write_tokens=total.cache_write_tokens + step.cache_write_tokens,
     )
 
 
@@ -108,6 +109,7 @@ def usage_from_object(obj: dict[str, Any] | None) -> Usage | None:
         output_tokens=obj["output_tokens"],
         cached_tokens=obj["input_tokens_details"]["cached_tokens"],
         reasoning_tokens=obj["output_tokens_details"]["reasoning_tokens"],
+        cache_write_tokens=obj["input_tokens_details"].get("cache_write_tokens", 0),
     )
 
 

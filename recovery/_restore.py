@@ -3,7 +3,8 @@ committed after it (G7): a message the crash cut off stays open for the next mod
 to continue (see `Emitter.resume_message`); any other item left open is closed
 `incomplete`, and the closing events continue the sequence numbers after the last
 committed event. A reasoning item left open is closed `incomplete` with the reasoning
-streamed so far: the next model call reasons again, in a new item."""
+(and summary parts) streamed so far, and no encrypted content: the next model call
+reasons again, in a new item."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from store import EventRow
 
 from ._emitter import Emitter, Event
 from ._parts import DELTA_EVENTS
+from ._reasoning import OpenReasoning
 
 
 def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
@@ -26,6 +28,7 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
     parts: dict[str, str] = {}  # item id -> the kind of its content part
     arguments: dict[str, list[str]] = {}
     open_items: dict[int, dict[str, Any]] = {}
+    reasoning: dict[int, OpenReasoning] = {}  # the open reasoning items, by output index
     for row in rows:
         event = json.loads(row.data)
         kind = event["type"]
@@ -36,9 +39,14 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
                 output.append({})
             output[index] = item
             open_items[index] = item
+            if item["type"] == "reasoning":
+                reasoning[index] = OpenReasoning(index, item)
         elif kind == "response.output_item.done":
             output[event["output_index"]] = event["item"]
             open_items.pop(event["output_index"], None)
+            reasoning.pop(event["output_index"], None)
+        elif event.get("output_index") in reasoning:
+            reasoning[event["output_index"]].replay(event)
         elif kind == "response.content_part.added":
             parts[event["item_id"]] = event["part"]["type"]
         elif kind in DELTA_EVENTS:
@@ -60,8 +68,11 @@ def restore(emitter: Emitter, rows: Sequence[EventRow]) -> list[Event]:
         text = "".join(texts.get(item["id"], []))
         emitter.resume_message(last, item, text, logprobs.get(item["id"]), parts[item["id"]])
     for index, item in sorted(open_items.items()):
+        if index in reasoning:
+            closing += reasoning[index].close(emitter._event, "incomplete")
+            continue
         item = dict(item, status="incomplete")
-        if item["type"] in ("message", "reasoning"):
+        if item["type"] == "message":
             if item["id"] in parts:
                 text = "".join(texts.get(item["id"], []))
                 kept = logprobs.get(item["id"], [])

@@ -3,6 +3,7 @@
 One runner per running response, owned by the runtime's task group. A step is one model
 call plus the server tools it asked for:
 
+    compaction                      (context_management: its item, in a checkpoint)
     model stream -> events          (committed before anyone sees them, for background)
     step record                     (the step's calls, before any tool runs)
     per call: claim -> body -> output (the journal; G3, G4)
@@ -23,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
@@ -31,6 +31,8 @@ from store import ItemRow, ResponseRecord, StopRequested, StoreError
 
 from . import _failpoints as fp
 from ._agent import Agent
+from ._backoff import retry_delay
+from ._compactor import Compactor
 from ._emitter import Emitter
 from ._errors import InvalidRequest, ModelError, StepFailed, ToolOutcomeUnknown, TurnStopped
 from ._history import history_items, load_history, unpaired_call
@@ -39,10 +41,14 @@ from ._json import dumps
 from ._model import (
     FunctionCallDelta,
     Incomplete,
+    MessageStart,
     Model,
+    ModelEvent,
     ModelInfo,
     ModelRequest,
     ReasoningDelta,
+    ReasoningDone,
+    ReasoningStart,
     RefusalDelta,
     TextDelta,
     Usage,
@@ -86,6 +92,9 @@ class TurnRunner:
         self._emitter = Emitter(json.loads(record.snapshot), record.last_seq + 1)
         self._usage: Usage | None = usage_from_object(self._emitter.response.get("usage"))
         self._step = record.step
+        # The output items up to the last checkpoint: more are those of a step cut (by a
+        # crash or a failed model call) and not finished yet.
+        self._done_items = len(self._emitter.output)
         self._closing: list[dict[str, Any]] = []  # the last step's close, held for the end
         self.started = False  # False while a foreground turn waits for its lane
         # Paused or cut by a shutdown, leaving nothing unrecorded: its lease may be
@@ -182,6 +191,7 @@ class TurnRunner:
         await self._start()
         history = await self._history()
         phase = ToolPhase(self.turn, agent)
+        compactor = Compactor.of(self.turn, self._model, agent, self._params)
         budget = budgets(agent, self._params)
         while True:
             step_items = await self._recorded_step()
@@ -189,6 +199,7 @@ class TurnRunner:
                 self._stop.check()
                 if self._step >= budget.steps:
                     return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_steps")
+                await self._compact(compactor, history)
                 incomplete, deltas = await self._model_step(agent, history)
                 first = len(self._emitter.output)
                 # Closing the step's message goes with its calls: with server calls, both
@@ -283,14 +294,9 @@ class TurnRunner:
                 # The next attempt continues the open message; cut reasoning closes.
                 self._sink.emit(self._emitter.suspend_message())
                 attempt += 1
-                if not exc.retryable or attempt > policy.model_retries:
-                    raise
-                delay = exc.retry_after
+                delay = retry_delay(policy, exc, attempt)
                 if delay is None:
-                    delay = min(
-                        policy.retry_max_delay, policy.retry_base_delay * 2 ** (attempt - 1)
-                    )
-                    delay *= random.uniform(0.5, 1.0)
+                    raise
                 log.warning(
                     "response %s: model call failed (%s); retry %d in %.2fs",
                     self.response_id,
@@ -330,26 +336,39 @@ class TurnRunner:
     ) -> tuple[Incomplete | None, list[FunctionCallDelta]]:
         """Text streams out as it comes; function calls are held back until the stream
         ends, so a call cut off by a crash, a failed call or a stop is never seen."""
-        emitter, sink = self._emitter, self._sink
         incomplete: Incomplete | None = None
         calls: list[FunctionCallDelta] = []
         async for event in self.turn.observer.watch_model(self._model, request):
-            if isinstance(event, TextDelta):
-                sink.emit(emitter.text_delta(event))
-            elif isinstance(event, RefusalDelta):
-                sink.emit(emitter.refusal_delta(event))
-            elif isinstance(event, ReasoningDelta):
-                sink.emit(emitter.reasoning_delta(event))
-            elif isinstance(event, FunctionCallDelta):
+            if isinstance(event, FunctionCallDelta):
                 calls.append(event)
             elif isinstance(event, Usage):
                 self._usage = add_usage(self._usage, event)
             elif isinstance(event, ModelInfo):
                 self._answered_by(event)
-            else:
+            elif isinstance(event, Incomplete):
                 incomplete = event
+            else:
+                self._sink.emit(self._streamed(event, request))
             fp.failpoint(fp.MODEL_STREAM)
         return incomplete, calls  # the open message is closed by the caller, with the calls
+
+    def _streamed(self, event: ModelEvent, request: ModelRequest) -> list[dict[str, Any]]:
+        """The stream events of a piece of the model's output. A reasoning item keeps the
+        model's id and `encrypted_content` only when the request asked for that content
+        (`include`), as OpenAI returns it then only: the id is what the content names."""
+        emitter, sealed = self._emitter, request.encrypted_reasoning
+        if isinstance(event, TextDelta):
+            return emitter.text_delta(event)
+        if isinstance(event, RefusalDelta):
+            return emitter.refusal_delta(event)
+        if isinstance(event, ReasoningDelta):
+            return emitter.reasoning_delta(event)
+        if isinstance(event, ReasoningStart):
+            return emitter.reasoning_start(event.id if sealed else None)
+        if isinstance(event, ReasoningDone):
+            return emitter.reasoning_done(event.encrypted_content if sealed else None)
+        assert isinstance(event, MessageStart)
+        return emitter.message_start(event.phase)
 
     def _answered_by(self, info: ModelInfo) -> None:
         """Report the model (and tier) that answered, not the names the request asked
@@ -378,6 +397,22 @@ class TurnRunner:
 
     # -- checkpoints --------------------------------------------------------
 
+    async def _compact(self, compactor: Compactor | None, history: list[Item]) -> None:
+        """Compact the history before a step, when `context_management` asks
+        (_compactor.py): the compaction item and its events commit in one checkpoint before
+        the step's model call, so a crash before it compacts again and one after it never
+        does. Not while a step cut by a crash is pending: it starts over first."""
+        if compactor is None or len(self._emitter.output) != self._done_items:
+            return
+        made = await compactor.before_step(history + history_items(self._emitter.output))
+        if made is None:
+            return
+        item, usage = made
+        self._usage = add_usage(self._usage, usage)
+        await self._save_checkpoint(self._emitter.add_item(item))
+        self._done_items = len(self._emitter.output)
+        fp.failpoint(fp.COMPACTED)
+
     async def _checkpoint(self, outputs: list[Item]) -> None:
         """Add the step's tool outputs and commit a checkpoint that covers them (G5, G7)."""
         events = []
@@ -385,6 +420,7 @@ class TurnRunner:
             events += self._emitter.add_item(output)
         self._step += 1
         await self._save_checkpoint(events)
+        self._done_items = len(self._emitter.output)
 
     async def add_items(self, items: list[Item], *, checkpoint: bool = False) -> None:
         """Add finished items (those already in the output, as after a replay, are kept

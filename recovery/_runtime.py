@@ -6,6 +6,7 @@ their events and cancels them, by composing one part per question:
     _following.py   how do clients read and follow?        get, snapshot, follow, wait_final
     _control.py     how are responses cancelled, deleted?  cancel, delete
     _steering.py    how is a running response steered?     steer, steer_outcomes
+    _compacting.py  how is a history compacted on request? compact
     _upkeep.py      what runs in the background?           scan, purge, heartbeat, drain
 
 This module keeps the runtime's life: `running` owns one task group for the chores and
@@ -32,6 +33,7 @@ from store import EventRow, ResponseRecord, Store, StoreError
 from ._admission import Admissions
 from ._agent import Agent
 from ._broker import Broker
+from ._compacting import Compactions
 from ._control import Control
 from ._following import Following
 from ._ids import new_id
@@ -66,6 +68,7 @@ class Runtime:
         self.store = store
         self.roster = roster = Roster(agent, agents or {}, model)
         self.settings = settings = settings or RuntimeSettings()
+        observer = observer or Observer()
         broker = Broker()
         store.on_events_committed(broker.notify)
         # Renews the leases of the turns being driven, from a thread (G8; _leases.py).
@@ -76,7 +79,7 @@ class Runtime:
             store=store,
             roster=roster,
             settings=settings,
-            observer=observer or Observer(),
+            observer=observer,
             owner=new_id("proc"),
             leases=self._leases,
             guard=self._fatal_if_raises,
@@ -88,6 +91,7 @@ class Runtime:
         self._following = Following(store, settings, broker, self._runs)
         self._control = Control(store, settings, self._runs, self._following)
         self._upkeep = Upkeep(store, settings, self._runs)
+        self._compactions = Compactions(store, roster, observer, settings)
         self._upkeep.settle_steers = steering.settle_orphans
         store.on_signal(self._upkeep.on_signal)
         self._failure: BaseException | None = None  # what stopped the runtime for good
@@ -216,6 +220,13 @@ class Runtime:
         return await self._admissions.create(
             params, tenant=tenant, idempotency_key=idempotency_key, request_hash=request_hash
         )
+
+    # -- compaction on request (_compacting.py) ------------------------------------------
+
+    async def compact(self, params: dict[str, Any], *, tenant: str) -> dict[str, Any]:
+        """The compacted response of the history `params` names (POST /v1/responses/compact):
+        its user messages, then a compaction item holding the model's summary."""
+        return await self._compactions.compact(params, tenant=tenant)
 
     # -- running (_runs.py) -------------------------------------------------------------
 

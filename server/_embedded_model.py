@@ -14,6 +14,12 @@ deterministic; call ids are random, as a real model's are. An answer
 longer than `max_output_tokens` words is cut there and the response ends `incomplete`.
 Usage counts words: input words of the whole history, output words emitted.
 
+Asked for a summary (compaction: POST /v1/responses/compact, or `context_management`), it
+gives a deterministic one made of the history's own words: the first words of each item,
+in order, at most `SUMMARY_WORDS` in all. Its answers read only the latest user message
+and the calls after it, so a `[[call]]` plan compacted in the middle of its turn starts
+over (a real model reads the summary).
+
 What the request asks of the answer is honoured: with `text.format` `json_schema` the
 answer is a minimal instance of the schema (`_minimal_instance.py`), with `json_object`
 it is `{}`; asked for logprobs, each word is a token of log probability 0 (the model is
@@ -49,6 +55,8 @@ from recovery import (
 from ._minimal_instance import minimal_instance
 
 SERVED = ModelInfo(service_tier="default")  # the tier it answers at (the model: as asked)
+SUMMARY_WORDS = 64  # the longest summary, in words
+_GIST_WORDS = 8  # words of each item in a summary
 _DIRECTIVE = re.compile(r"\[\[\s*(\w+)\s*(.*?)\s*\]\]", re.DOTALL)
 
 
@@ -74,6 +82,13 @@ class EmbeddedModel:
         """The `input_tokens` of the usage a step sent `request` reports: the words of its
         items (POST /v1/responses/input_tokens answers the same)."""
         return sum(len(_words_of(item)) for item in request.input)
+
+    def summarize(self, request: ModelRequest) -> str:
+        """A summary of `request.input`: the first words of each item (a message's role and
+        text, a call's name and arguments, an output's text), at most SUMMARY_WORDS."""
+        gists = [" ".join(_gist(item)[:_GIST_WORDS]) for item in request.input]
+        words = "; ".join(gist for gist in gists if gist).split()[:SUMMARY_WORDS]
+        return " ".join(words) or "(nothing was said)"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         user_index, user_text = _last_user_message(request.input)
@@ -194,6 +209,18 @@ def _words_of(item: dict[str, Any]) -> list[str]:
         return str(item.get("arguments", "")).split()
     if kind == "function_call_output":
         return _output_text(item.get("output", "")).split()
+    return []
+
+
+def _gist(item: dict[str, Any]) -> list[str]:
+    """What a summary says of an item, as words."""
+    kind = item.get("type", "message")
+    if kind == "message":
+        return [f"{item.get('role')}:", *text_of(item).split()]
+    if kind == "function_call":
+        return [f"{item.get('name')}", *str(item.get("arguments", "")).split()]
+    if kind == "function_call_output":
+        return ["->", *_output_text(item.get("output", "")).split()]
     return []
 
 

@@ -15,7 +15,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Scope
 
-from recovery import InvalidRequest, LaneLocked, NotFound, QueueFull, StoreError, Unavailable
+from recovery import (
+    InvalidRequest,
+    LaneLocked,
+    ModelError,
+    NotFound,
+    QueueFull,
+    StoreError,
+    Unavailable,
+)
 
 log = logging.getLogger("server")
 
@@ -85,6 +93,19 @@ async def handle_unavailable(request: Request, exc: Exception) -> Response:
     return error_response(APIError(503, exc.message, type="server_error"))
 
 
+# A model's failure outside a response (a summary for POST /v1/responses/compact), by code:
+# the upstream refused the request (400) or is rate-limited (429); anything else is the
+# upstream's failure, worth retrying (502).
+_MODEL_STATUS = {"invalid_prompt": 400, "rate_limit_exceeded": 429}
+
+
+async def handle_model_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ModelError)
+    status = _MODEL_STATUS.get(exc.code, 502)
+    kind = {400: "invalid_request_error", 429: "rate_limit_error"}.get(status, "server_error")
+    return error_response(APIError(status, exc.message, type=kind, code=exc.code))
+
+
 async def handle_lane_locked(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, LaneLocked)
     return error_response(
@@ -146,6 +167,7 @@ EXCEPTION_HANDLERS = {
     InvalidRequest: handle_invalid_request,
     NotFound: handle_not_found,
     Unavailable: handle_unavailable,
+    ModelError: handle_model_error,
     LaneLocked: handle_lane_locked,
     QueueFull: handle_queue_full,
     HTTPException: handle_http_exception,

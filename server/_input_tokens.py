@@ -1,27 +1,25 @@
-"""POST /v1/responses/input_tokens (`client.responses.input_tokens.count(...)`), and the
-refusal of POST /v1/responses/compact, which is not built yet.
+"""POST /v1/responses/input_tokens (`client.responses.input_tokens.count(...)`).
 
 A count is validated as a create would be (the same rules, the same 400s), then counts
 what the turn's first model call would be sent: the history its `previous_response_id`
-or `conversation` brings, then its own input. The agent is the one its `model` names, as
+or `conversation` brings, then its own input, with the latest compaction's summary in
+place of what it summarised (`model_view`). The agent is the one its `model` names, as
 for a create. A model that can count (`count_input_tokens(request)`, as the embedded
 model does: the words its usage reports) answers; any other gets an estimate of about
-four characters a token over the instructions, the items and the tools. A Chat
-Completions upstream offers no count, so an upstream's count is such an estimate.
+four characters a token over the instructions, the items and the tools (recovery's
+`count_tokens`). A Chat Completions upstream offers no count, so an upstream's count is
+such an estimate.
 """
 
 from __future__ import annotations
 
-import inspect
-import json
-import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from recovery import Agent, ModelRequest, Workflow, normalize_input
+from recovery import Agent, ModelRequest, Workflow, count_tokens, model_view, normalize_input
 
 from ._context import context, read_body, tenant
 from ._errors import APIError
@@ -31,8 +29,6 @@ from ._request_models import ConversationRef
 from ._request_rules import validate_create
 from ._validation_base import Json, _Strict, validate
 from ._validation_output import ReasoningParam, TextParam
-
-CHARACTERS_PER_TOKEN = 4  # the estimate's rule of thumb for English text
 
 
 class CountInputTokens(_Strict):
@@ -80,10 +76,12 @@ async def count_input_tokens(request: Request) -> Response:
     counted = ModelRequest(
         model=model or "",
         instructions=params.get("instructions") or _instructions(agent),
-        input=history + normalize_input(params["input"]),
+        input=model_view(history + normalize_input(params["input"])),
         tools=_tools(agent) + params["tools"],
     )
-    tokens = await _count(roster.model_of(agent) if isinstance(agent, Agent) else None, counted)
+    tokens = await count_tokens(
+        roster.model_of(agent) if isinstance(agent, Agent) else None, counted
+    )
     return JSONResponse({"object": "response.input_tokens", "input_tokens": tokens})
 
 
@@ -93,35 +91,3 @@ def _instructions(agent: Agent | Workflow) -> str | None:
 
 def _tools(agent: Agent | Workflow) -> list[Json]:
     return [tool.definition() for tool in agent.tools] if isinstance(agent, Agent) else []
-
-
-async def _count(model: Any, request: ModelRequest) -> int:
-    """The model's own count when it has one, else the estimate."""
-    counter = getattr(model, "count_input_tokens", None)
-    if counter is None:
-        return estimate(request)
-    counted = counter(request)
-    return int(await counted if inspect.isawaitable(counted) else counted)
-
-
-def estimate(request: ModelRequest) -> int:
-    """About one token per four characters of what the model would read."""
-    read = [request.instructions or "", *map(_text, request.input), *map(_text, request.tools)]
-    return sum(math.ceil(len(text) / CHARACTERS_PER_TOKEN) for text in read)
-
-
-def _text(value: Json) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-COMPACT_REFUSAL = (
-    "Compaction (POST /v1/responses/compact, client.responses.compact()) is not supported by"
-    " this server yet; send the full history, or chain turns with previous_response_id or a"
-    " conversation."
-)
-
-
-async def refuse_compact(request: Request) -> Response:
-    """A clear 400 rather than a 404 or 405 from a route reading `compact` as an id."""
-    await read_body(request, context(request).settings.max_body_bytes)
-    raise APIError(400, COMPACT_REFUSAL, param=None, code="unsupported_endpoint")

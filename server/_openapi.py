@@ -22,6 +22,7 @@ from starlette.responses import Response
 
 from . import _request_models as v
 from ._auth import _EXEMPT as NO_KEY_NEEDED  # the probes
+from ._compact import CompactRequest
 from ._conversations_routes import MAX_ITEMS as MAX_CONVERSATION_ITEMS
 from ._input_tokens import CountInputTokens
 from ._json_body import MAX_JSON_DEPTH
@@ -124,8 +125,21 @@ class ReasoningItem(_Out):
     summary: list[Json] | SkipJsonSchema[None] = None  # absent when the client gave none
 
 
-Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
-_ITEM_SHAPES = (MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem)
+class CompactionItem(_Out):
+    type: Literal["compaction"]
+    id: str
+    encrypted_content: str  # opaque to clients: only this server reads its own back
+    created_by: str | SkipJsonSchema[None] = None  # absent unless the client gave one
+
+
+Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | CompactionItem
+_ITEM_SHAPES = (
+    MessageItem,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    ReasoningItem,
+    CompactionItem,
+)
 
 
 class ResponseObject(_Out):
@@ -204,6 +218,14 @@ class InputTokenCount(_Out):
     input_tokens: int
 
 
+class CompactedResponse(_Out):
+    id: str
+    object: Literal["response.compaction"]
+    created_at: int
+    output: list[Item]  # the history's user messages, then one compaction item
+    usage: Usage
+
+
 class Health(_Out):
     status: str
     reason: str | SkipJsonSchema[None] = None  # why not ready (a 503)
@@ -212,6 +234,7 @@ class Health(_Out):
 _REQUESTS: list[type[BaseModel]] = [
     v.CreateResponse,
     CountInputTokens,
+    CompactRequest,
     v.CreateConversation,
     v.UpdateConversation,
     v.AddConversationItems,
@@ -229,6 +252,7 @@ _RESPONSES: list[type[BaseModel]] = [
     ModelObject,
     ModelList,
     InputTokenCount,
+    CompactedResponse,
     Health,
 ]
 
@@ -293,6 +317,10 @@ def _components(settings: Settings) -> Json:
             "anyOf": tool_choices,
             "description": "A function named here must be declared in `tools`.",
         },
+        "CompactRequest.input": {
+            "anyOf": [{"type": "string"}, {**items, "maxItems": settings.max_input_items}],
+            "description": "As for a create. Required unless `previous_response_id` is given.",
+        },
         "CreateConversation.items": {"anyOf": [{**items, "maxItems": MAX_CONVERSATION_ITEMS}]},
         "AddConversationItems.items": {"anyOf": [{**items, "maxItems": MAX_CONVERSATION_ITEMS}]},
         "Message.content": {"anyOf": [{"type": "string"}, parts]},
@@ -323,7 +351,9 @@ _ERRORS = {
     404: "Not found, or owned by another API key.",
     409: "The conversation is busy and `multitask_strategy` is `reject`.",
     413: "The request body is larger than the server accepts.",
-    429: "Too many open streams or queued responses for this API key; see `retry-after`.",
+    429: "Too many open streams or queued responses for this API key; see `retry-after`."
+    " (For a compaction: the upstream model's rate limit.)",
+    502: "The model failed (an upstream's error, after its retries); try again.",
     500: "An unexpected server error (never expected; reported as a bug).",
     503: "The store is unavailable or the server is shutting down; retry.",
 }
@@ -400,6 +430,9 @@ _OPERATIONS: list[tuple[str, str, str, Json, tuple[int, ...], list[Json], Any]] 
     ("/v1/responses/input_tokens", "post",
      "Count a create's input tokens (an estimate for a model that cannot count)",
      _json(InputTokenCount), (400, 401, 404, 413, 503), [], CountInputTokens),
+    ("/v1/responses/compact", "post",
+     "Compact a history: its user messages, then one compaction item holding the summary",
+     _json(CompactedResponse), (400, 401, 404, 413, 429, 502, 503), [], CompactRequest),
     ("/v1/responses/{response_id}", "get", "Get a response, or stream its events",
      _STREAM_OR_JSON, (400, 401, 404, 429, 503), [*_RESPONSE, _STREAM, _STARTING_AFTER], None),
     ("/v1/responses/{response_id}", "delete", "Delete a finished response", _json(Deleted),
@@ -463,8 +496,10 @@ every response has an `x-request-id` header. Constraints JSON Schema cannot expr
 checked too: `conversation` and `previous_response_id` exclude each other, `background`
 needs `store` true, `stream_options` needs `stream` true, and tool outputs must answer
 calls of the history they follow. A `model` that no agent of this server serves is a 404
-`model_not_found` when the server has no default agent. `POST /v1/responses/compact` is
-not supported yet: it answers 400.
+`model_not_found` when the server has no default agent. A compaction item stands for the
+items it summarised: a model is sent its summary in their place. Its `encrypted_content`
+is opaque; one this server did not make is a 400 (`invalid_encrypted_content`) unless the
+server's model reads it (a Responses upstream).
 """
 
 

@@ -116,6 +116,17 @@ class Reasoning(_Strict):
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
+class Compaction(_Strict):
+    """A compaction item (POST /v1/responses/compact, or a create's `context_management`):
+    it stands for the items it summarised (recovery/_compaction.py). One another server
+    made is refused unless the model reads it as it is (a Responses upstream)."""
+
+    type: Literal["compaction"]
+    id: Id | None = None
+    encrypted_content: Annotated[str, Field(min_length=1, max_length=20_971_520)]
+    created_by: str | None = None
+
+
 class ItemReference(_Strict):
     """An item stored earlier, by id; replaced by that item before the request is checked
     or stored (recovery/_references.py). `type` may be left out, as OpenAI's schema allows."""
@@ -129,6 +140,7 @@ ITEM_MODELS: dict[str, type[_Strict]] = {
     "function_call": FunctionCall,
     "function_call_output": FunctionCallOutput,
     "reasoning": Reasoning,
+    "compaction": Compaction,
     "item_reference": ItemReference,
 }
 
@@ -193,6 +205,15 @@ class ConversationRef(_Strict):
     id: Id
 
 
+class ContextManagement(_Strict):
+    """Compact the history before a model step whose input is over `compact_threshold`
+    tokens (recovery/_compactor.py). The server knows no model's context window, so the
+    threshold is required."""
+
+    type: Literal["compaction"]
+    compact_threshold: Annotated[int, Field(ge=1000)]
+
+
 class StreamOptions(_Strict):
     include_obfuscation: bool | None = None
 
@@ -231,10 +252,10 @@ class CreateResponse(_Strict):
     ) = None
     # Extension (docs/protocol.md section 10): what to do when the lane is busy.
     multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
+    context_management: Annotated[list[ContextManagement], Field(max_length=1)] | None = None
     # Known but not supported here: refused with a clear message
     # (_validation_output.UNSUPPORTED_PARAMETERS).
     prompt: Annotated[Json | None, WithJsonSchema({"type": "null"})] = None
-    context_management: Annotated[Any, WithJsonSchema({"type": "null"})] = None
     # 2026 additions that only tune the service: accepted and ignored.
     access_programs: Any = None
     background_options: Any = None

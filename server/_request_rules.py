@@ -85,7 +85,6 @@ def validate_create(
     for name in (
         "access_programs",
         "background_options",
-        "context_management",
         "image",
         "moderation",
         "prompt_cache_options",

@@ -25,10 +25,11 @@ from recovery import (
     synthesize_events,
 )
 
+from ._compact import compact_response
 from ._context import context, read_body, tenant
 from ._errors import APIError
 from ._ids import IdConvertor
-from ._input_tokens import count_input_tokens, refuse_compact
+from ._input_tokens import count_input_tokens
 from ._json_body import parse_json
 from ._query import query_bool, query_int, query_order
 from ._request_rules import validate_create
@@ -283,7 +284,7 @@ ROUTES = [
     Route("/responses", create_response, methods=["POST"]),
     # Paths beside the ids: `{response_id:response_id}` does not read these names.
     Route("/responses/input_tokens", count_input_tokens, methods=["POST"]),
-    Route("/responses/compact", refuse_compact, methods=["POST"]),
+    Route("/responses/compact", compact_response, methods=["POST"]),
     Route("/responses/{response_id:response_id}", get_response, methods=["GET"]),
     Route("/responses/{response_id:response_id}", delete_response, methods=["DELETE"]),
     Route("/responses/{response_id:response_id}/cancel", cancel_response, methods=["POST"]),

@@ -5,9 +5,11 @@ Each model call is one stateless streamed `POST {base_url}/responses` with `stor
 and the step's whole item history as `input`: the upstream is only the model, and the
 runtime, the journal and recovery stay this server's. The request's parameters keep their
 Responses names (`text`, `reasoning`, `include`, `truncation`, ...). The streamed events
-become model events: text (with its logprobs), refusal, reasoning, function calls, usage
-(cached and reasoning tokens), the incomplete reason, and the `model` and `service_tier`
-that answered. A `response.failed` or `error` event is a `ModelError` with the upstream's
+become model events, item by item: messages (each with its `phase`; text with its
+logprobs, refusal), reasoning (summary parts and raw reasoning, and the item's
+`encrypted_content` once it is done), function calls, usage (cached, cache-write and
+reasoning tokens), the incomplete reason, and the `model` and `service_tier` that
+answered. A `response.failed` or `error` event is a `ModelError` with the upstream's
 code and message, retryable for `server_error`, `rate_limit_exceeded` or no code. HTTP failures,
 retries and `truncation` are shared with the Chat Completions upstream
 (`_upstream_http.py`).
@@ -16,13 +18,11 @@ Deliberate divergences (docs/protocol.md sections 3, 4 and 7):
 
 - Input items are sent in the shapes OpenAI takes without a stored response: message ids
   only on assistant messages (an id OpenAI refuses, one not starting `msg`, is left out),
-  none on calls and outputs, and no server fields. A reasoning item is sent only when it
-  carries `encrypted_content`: without it, OpenAI looks its id up, and with `store: false`
-  finds nothing (a 404). The reasoning items this server made never carry it (below), so
-  each step reasons afresh, as with Chat Completions.
-- What the runtime cannot hold yet is not passed on: a reasoning summary streams as the
-  item's reasoning text (`content`, not `summary`; parts joined by a blank line), and
-  `encrypted_content` is dropped. Several messages of one step join into one.
+  with their `phase`; none on calls and outputs, and no server fields. A reasoning item
+  is sent only when it carries `encrypted_content` (the upstream's, kept when `include`
+  asked for it, under the upstream's id, which the content names) and the item it led to
+  follows it: without the content, OpenAI looks its id up, and with `store: false` finds
+  nothing (a 404); without its item, OpenAI refuses it.
 - A function call is taken whole, once its item is done: a call cut off by
   `max_output_tokens` is not a call (the turn ends `incomplete`), never run half-read.
 """
@@ -39,11 +39,14 @@ import httpx
 from recovery import (
     FunctionCallDelta,
     Incomplete,
+    MessageStart,
     ModelError,
     ModelEvent,
     ModelInfo,
     ModelRequest,
     ReasoningDelta,
+    ReasoningDone,
+    ReasoningStart,
     RefusalDelta,
     TextDelta,
     Usage,
@@ -61,6 +64,9 @@ class ResponsesUpstreamModel(HTTPUpstream):
 
     path = "/responses"
     history = "input"
+    # Compaction items another server made (OpenAI's) are sent as they are: OpenAI reads
+    # its own. This server's are never sent: the model is sent their summary instead.
+    takes_compaction_items = True
 
     def request_body(self, request: ModelRequest) -> Body:
         return responses_request(request, self._pinned)
@@ -147,10 +153,30 @@ def input_items(items: list[Item]) -> list[Item]:
         elif kind == "function_call_output":
             sent.append(_pick(item, "type", "call_id", "output", "status"))
         elif kind == "reasoning" and item.get("encrypted_content"):
-            sent.append(
-                _pick(item, "type", "id", "summary", "content", "encrypted_content", "status")
-            )
-    return sent
+            sent.append(_reasoning(item))
+        elif kind == "compaction":
+            sent.append(_pick(item, "type", "id", "encrypted_content"))
+    return [
+        item
+        for item, following in zip(sent, [*sent[1:], {}], strict=True)
+        if item["type"] != "reasoning" or _led_to(following)
+    ]
+
+
+def _reasoning(item: Item) -> Item:
+    reasoning = _pick(item, "type", "id", "summary", "encrypted_content", "status")
+    reasoning.setdefault("summary", [])
+    if item.get("content"):
+        reasoning["content"] = item["content"]
+    return reasoning
+
+
+def _led_to(item: Item) -> bool:
+    """Whether `item` can be what a reasoning item led to: OpenAI refuses a reasoning
+    item followed by anything else (a retried step's cut attempt may leave one so)."""
+    return item.get("type") == "function_call" or (
+        item.get("type") == "message" and item.get("role") == "assistant"
+    )
 
 
 def _message(item: Item) -> Item:
@@ -242,25 +268,32 @@ class _Reader:
         self.ended = False
         self._reported = ModelInfo()
         self._calls: dict[str, _Call] = {}  # by item: calls not yet done
+        self._started: set[str] = set()  # messages and reasoning items announced
+        self._streamed: set[str] = set()  # items some of whose text was streamed
         self._done: set[str] = set()  # items finished (their text or call yielded)
-        self._streamed: dict[str, tuple[str, int]] = {}  # item -> the part last streamed
 
     def read(self, event: dict[str, Any]) -> Iterator[ModelEvent]:
         kind = event.get("type")
         if kind in ("response.created", "response.in_progress"):
             yield from self._info(event.get("response") or {}, final=False)
         elif kind == "response.output_text.delta":
-            yield from self._delta(event, "content", TextDelta, logprobs(event.get("logprobs")))
+            found = logprobs(event.get("logprobs"))
+            yield from self._delta(event, "message", lambda said: TextDelta(said, found))
         elif kind == "response.refusal.delta":
-            yield from self._delta(event, "content", RefusalDelta)
+            yield from self._delta(event, "message", RefusalDelta)
         elif kind == "response.reasoning_text.delta":
-            yield from self._delta(event, "content", ReasoningDelta)
+            yield from self._delta(event, "reasoning", ReasoningDelta)
         elif kind == "response.reasoning_summary_text.delta":
-            yield from self._delta(event, "summary", ReasoningDelta)
+            part = event.get("summary_index")
+            part = part if isinstance(part, int) else 0
+            yield from self._delta(event, "reasoning", lambda said: ReasoningDelta(said, part))
         elif kind == "response.output_item.added":
             item = event.get("item") or {}
+            key = _item_key(item, event.get("output_index"))
             if item.get("type") == "function_call":
-                self._added(item, _item_key(item, event.get("output_index")))
+                self._added(item, key)
+            else:
+                yield from self._start(item, key)
         elif kind == "response.function_call_arguments.delta":
             call = self._calls.get(_event_key(event))
             if call is not None:
@@ -290,21 +323,28 @@ class _Reader:
             self._reported = info
             yield info
 
+    def _start(self, item: Item, key: str) -> Iterator[ModelEvent]:
+        """Where a message or a reasoning item begins (once, and before its text): the
+        message's `phase`, the reasoning item's id (its encrypted content names it)."""
+        if key in self._started:
+            return
+        self._started.add(key)
+        if item.get("type") == "message":
+            yield MessageStart(text(item.get("phase")))
+        elif item.get("type") == "reasoning":
+            yield ReasoningStart(text(item.get("id")))
+
     def _delta(
-        self, event: dict[str, Any], where: str, make: Callable[..., ModelEvent], *extra: Any
+        self, event: dict[str, Any], kind: str, make: Callable[[str], ModelEvent]
     ) -> Iterator[ModelEvent]:
-        """A text, refusal or reasoning delta. Reasoning parts of one item (summary parts,
-        or a summary after raw reasoning) are joined by a blank line."""
+        """A text, refusal or reasoning delta of the item the event names."""
         delta = event.get("delta")
         if not isinstance(delta, str) or not delta:
             return
         key = _event_key(event)
-        part = (where, int(event.get("summary_index") or event.get("content_index") or 0))
-        previous = self._streamed.get(key)
-        if make is ReasoningDelta and previous is not None and previous != part:
-            delta = "\n\n" + delta
-        self._streamed[key] = part
-        yield make(delta, *extra)
+        yield from self._start({"type": kind, "id": event.get("item_id")}, key)
+        self._streamed.add(key)
+        yield make(delta)
 
     def _added(self, item: Item, key: str) -> _Call:
         name = item.get("name")
@@ -317,15 +357,21 @@ class _Reader:
 
     def _item_done(self, item: Item, key: str) -> Iterator[ModelEvent]:
         """A finished item: its call, whole; or its text, if none of it was streamed
-        (an upstream that sends items only whole)."""
+        (an upstream that sends items only whole); a reasoning item's end, with its
+        encrypted content unless it was cut off (`incomplete`)."""
         if key in self._done:
             return
         self._done.add(key)
         kind = item.get("type")
         if kind == "function_call":
             yield from self._call_done(item, key)
-        elif key not in self._streamed and kind in ("message", "reasoning"):
-            yield from _whole_text(item)
+        elif kind in ("message", "reasoning"):
+            yield from self._start(item, key)
+            if key not in self._streamed:
+                yield from _whole_text(item)
+            if kind == "reasoning":
+                cut = item.get("status") == "incomplete"
+                yield ReasoningDone(None if cut else text(item.get("encrypted_content")))
 
     def _call_done(self, item: Item, key: str) -> Iterator[FunctionCallDelta]:
         call = self._calls.pop(key, None)
@@ -368,19 +414,22 @@ def _event_key(event: dict[str, Any]) -> str:
 
 def _whole_text(item: Item) -> Iterator[ModelEvent]:
     if item.get("type") == "reasoning":
-        pieces = [p.get("text") for p in item.get("content") or () if isinstance(p, dict)]
-        pieces += [p.get("text") for p in item.get("summary") or () if isinstance(p, dict)]
-        said = "\n\n".join(piece for piece in pieces if isinstance(piece, str) and piece)
+        for index, part in enumerate(_parts(item, "summary")):
+            if text(part.get("text")):
+                yield ReasoningDelta(part["text"], index)
+        said = "\n\n".join(p["text"] for p in _parts(item, "content") if text(p.get("text")))
         if said:
             yield ReasoningDelta(said)
         return
-    for part in item.get("content") or ():
-        if not isinstance(part, dict):
-            continue
+    for part in _parts(item, "content"):
         if part.get("type") == "output_text" and text(part.get("text")):
             yield TextDelta(part["text"], logprobs(part.get("logprobs")))
         elif part.get("type") == "refusal" and text(part.get("refusal")):
             yield RefusalDelta(part["refusal"])
+
+
+def _parts(item: Item, key: str) -> list[Item]:
+    return [part for part in item.get(key) or () if isinstance(part, dict)]
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
@@ -391,6 +440,7 @@ def _usage(usage: dict[str, Any]) -> Usage:
         output_tokens=int(usage.get("output_tokens") or 0),
         cached_tokens=int(input_details.get("cached_tokens") or 0),
         reasoning_tokens=int(output_details.get("reasoning_tokens") or 0),
+        cache_write_tokens=int(input_details.get("cache_write_tokens") or 0),
     )
 
 

@@ -63,8 +63,8 @@ class ReasoningParam(_Strict):
 
 
 # include[] values honoured: logprobs are returned (as `top_logprobs` asks too); input
-# images keep their URL in the stored items; reasoning items (from an upstream that
-# reasons) never carry encrypted content, which is all that value can ask.
+# images keep their URL in the stored items; reasoning items keep a Responses upstream's
+# encrypted content (the others make none).
 INCLUDE_SUPPORTED = (
     "message.output_text.logprobs",
     "message.input_image.image_url",
@@ -87,10 +87,6 @@ Include = Annotated[
 # Known parameters asking for what this server cannot do: 400 unsupported_parameter.
 UNSUPPORTED_PARAMETERS = {
     "prompt": "Prompt templates ('prompt') are not supported by this server.",
-    "context_management": (
-        "Context management ('context_management', server-side compaction) is not "
-        "supported by this server."
-    ),
 }
 
 

@@ -139,9 +139,49 @@ def function_call_stream() -> list[Event]:
     )
 
 
+def _reasoning(status: str, summary: list[str]) -> dict[str, Any]:
+    parts = [{"type": "summary_text", "text": said} for said in summary]
+    return {"type": "reasoning", "id": "rs_1", "summary": parts, "content": [], "status": status}
+
+
+def reasoning_stream() -> list[Event]:
+    """A reasoning item's summary, part by part (OpenAI's events), then the answer."""
+    said = ["Think.", "Answer."]
+    events: list[Event] = [
+        {"type": "response.created", "response": _response("in_progress", [])},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": _reasoning("in_progress", []),
+        },
+    ]
+    for index, text in enumerate(said):
+        where = {"item_id": "rs_1", "output_index": 0, "summary_index": index}
+        part = {"type": "summary_text", "text": text}
+        events += [
+            {
+                "type": "response.reasoning_summary_part.added",
+                **where,
+                "part": {**part, "text": ""},
+            },
+            {"type": "response.reasoning_summary_text.delta", **where, "delta": text[:2]},
+            {"type": "response.reasoning_summary_text.delta", **where, "delta": text[2:]},
+            {"type": "response.reasoning_summary_text.done", **where, "text": text},
+            {"type": "response.reasoning_summary_part.done", **where, "part": part},
+        ]
+    final = [_reasoning("completed", said), _message("completed", "Yes.", "msg_1")]
+    events += [
+        {"type": "response.output_item.done", "output_index": 0, "item": final[0]},
+        *_message_events(1, ["Yes."]),
+        {"type": "response.completed", "response": _response("completed", final)},
+    ]
+    return _numbered(events)
+
+
 STREAMS = [
     pytest.param(text_stream, id="text"),
     pytest.param(function_call_stream, id="function-call"),
+    pytest.param(reasoning_stream, id="reasoning-summary"),
 ]
 
 
@@ -412,6 +452,61 @@ CALL_VIOLATIONS = [
 ]
 
 
+def _summary_event(events: list[Event], kind: str, nth: int = 0) -> Event:
+    return events[_find(events, f"response.reasoning_summary_{kind}", nth)]
+
+
+def _summary_done_differs(events: list[Event]) -> None:
+    _summary_event(events, "text.done")["text"] = "Thin"
+
+
+def _summary_part_done_differs(events: list[Event]) -> None:
+    _summary_event(events, "part.done")["part"]["text"] = "Other."
+
+
+def _summary_part_skips(events: list[Event]) -> None:
+    for kind in ("part.added", "text.delta", "text.delta", "text.done", "part.done"):
+        for event in events:
+            if event["type"].endswith(kind) and event.get("summary_index") == 1:
+                event["summary_index"] = 2
+
+
+def _summary_part_before_the_last_done(events: list[Event]) -> None:
+    events.insert(
+        _find(events, "response.reasoning_summary_part.done"),
+        events.pop(_find(events, "response.reasoning_summary_part.added", 1)),
+    )
+    _renumber(events)
+
+
+def _summary_delta_after_done(events: list[Event]) -> None:
+    delta = copy.deepcopy(_summary_event(events, "text.delta"))
+    events.insert(_find(events, "response.reasoning_summary_part.done") + 1, delta)
+    _renumber(events)
+
+
+def _summary_on_message(events: list[Event]) -> None:
+    delta = {**_summary_event(events, "text.delta"), "item_id": "msg_1", "output_index": 1}
+    events.insert(_find(events, "response.output_text.delta"), delta)
+    _renumber(events)
+
+
+def _reasoning_done_summary_differs(events: list[Event]) -> None:
+    done = events[_find(events, "response.output_item.done")]
+    done["item"]["summary"][1]["text"] = "Other."
+
+
+REASONING_VIOLATIONS = [
+    pytest.param(_summary_done_differs, "concatenated deltas", id="summary-done-differs"),
+    pytest.param(_summary_part_done_differs, "differs from its text.done", id="part-differs"),
+    pytest.param(_summary_part_skips, "added, expected 1", id="summary-index-skips"),
+    pytest.param(_summary_part_before_the_last_done, "before the one before", id="parts-overlap"),
+    pytest.param(_summary_delta_after_done, "was done", id="summary-delta-after-done"),
+    pytest.param(_summary_on_message, "expected reasoning", id="summary-on-message"),
+    pytest.param(_reasoning_done_summary_differs, "summary[1] differs", id="done-differs"),
+]
+
+
 def _assert_rejected(events: list[Event], match: str, **kwargs: Any) -> None:
     with pytest.raises(AssertionError, match=r"event\[\d+\]|end of stream") as info:
         check_stream(events, **kwargs)
@@ -528,3 +623,12 @@ def test_parse_sse_allow_partial_drops_cut_off_block() -> None:
 def test_parse_sse_rejects(body: str, match: str) -> None:
     with pytest.raises(AssertionError, match=match):
         parse_sse(body)
+
+
+@pytest.mark.parametrize(("mutate", "match"), REASONING_VIOLATIONS)
+def test_rejects_reasoning_summary_violation(
+    mutate: Callable[[list[Event]], None], match: str
+) -> None:
+    events = reasoning_stream()
+    mutate(events)
+    _assert_rejected(events, match)

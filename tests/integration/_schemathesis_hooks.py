@@ -31,6 +31,7 @@ DOCUMENTED_REFUSALS = {
     ("idempotency_key_reused", "Idempotency-Key"),  # the same key with another body
     ("invalid_parameter_combination", "Idempotency-Key"),  # a key with store: false
     ("invalid_value", "after"),  # a cursor that is no item of the list
+    (None, "response_id"),  # a cancel of a response that is not a background one
 }
 # Tool pairing (an output without its call, a call without its output, an output twice),
 # for whichever parameter holds the items.
@@ -40,6 +41,9 @@ DOCUMENTED_CODES = {"tool_call_not_found", "tool_output_missing", "duplicate_too
 DOCUMENTED_CODES |= {"item_not_found", "duplicate_item"}
 # Inline images and files over --max-attachment-bytes (docs/protocol.md, section 4).
 DOCUMENTED_CODES |= {"file_too_large"}
+# A compaction item this server did not make, which its model cannot read (the
+# document's description; docs/protocol.md, section 4).
+DOCUMENTED_CODES |= {"invalid_encrypted_content"}
 
 _stored_before: dict[str, int] = {}
 

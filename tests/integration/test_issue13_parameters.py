@@ -96,10 +96,10 @@ REFUSED = [
     ),
     pytest.param(
         {"input": "hi", "context_management": [{"type": "compaction"}]},
-        "context_management",
-        "unsupported_parameter",
-        "context_management",
-        id="context-management",
+        "context_management[0].compact_threshold",
+        "missing_required_parameter",
+        "compact_threshold",
+        id="context-management-without-threshold",
     ),
     pytest.param(
         {"input": "hi", "text": {"format": {"type": "xml"}}},

@@ -1,5 +1,6 @@
 """Issue 16: `POST /v1/responses/input_tokens` (`client.responses.input_tokens.count`), and
-`POST /v1/responses/compact`, which is refused with a clear 400 until it is built.
+the routes beside the response ids (`input_tokens`, `compact`: test_issue16_compaction.py),
+which no other route reads as an id.
 
 A count is what the create with the same parameters would report as its usage's
 `input_tokens`, for a model that counts (the embedded one counts words, over the history
@@ -125,19 +126,16 @@ def test_bad_input_gets_the_400_a_create_gets(
         sdk.responses.input_tokens.count(model="embedded", **body)
 
 
-def test_compact_is_a_clear_400_not_a_route_reading_it_as_an_id(
+def test_compact_is_a_route_of_its_own_not_a_response_id(
     client: openai.OpenAI, http: httpx.Client
 ) -> None:
-    with pytest.raises(openai.BadRequestError) as refused:
-        client.responses.compact(model="gpt-5", input="summarize all of this")
+    compacted = client.responses.compact(model="gpt-5", input="summarize all of this")
 
-    assert refused.value.param is None
-    assert "compaction" in refused.value.message.lower()
-    assert "not supported" in refused.value.message
+    assert compacted.object == "response.compaction"
     for path in ("/responses/compact", "/v1/responses/compact"):
         answer = http.post(path, json={"model": "m", "input": "x"})
-        assert answer.status_code == 400
-        assert answer.json()["error"]["code"] == "unsupported_endpoint"
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["output"][-1]["type"] == "compaction"
     # Not read as response ids by the other routes: another method is a 405 naming POST.
     for path in ("/v1/responses/compact", "/v1/responses/input_tokens"):
         for method in ("GET", "DELETE"):

@@ -1,7 +1,7 @@
 """Issue 16: `item_reference` input items were a 400, so every chat of the Vercel AI SDK
 (`@ai-sdk/openai`, whose default `store: true` sends earlier answers as
-`{"type": "item_reference", "id": "msg_..."}`) failed on its second turn; and
-`context_management` (the OpenAI Agents SDK's compaction session) needed a clear refusal.
+`{"type": "item_reference", "id": "msg_..."}`) failed on its second turn. (Compaction,
+which the OpenAI Agents SDK's compaction session asks for: test_issue16_compaction.py.)
 
 Now a reference is replaced by the stored item it names, from any response or conversation
 of the same API key, before the request is checked (tool pairing, G5) or stored: the model
@@ -301,29 +301,6 @@ def test_another_tenants_item_is_refused_exactly_as_an_unknown_one(
         json={"model": MODEL, "input": [{"role": "user", "content": "hi"}, {"id": theirs}]},
     )
     assert mine.status_code == 200, mine.text
-
-
-# -- context_management -------------------------------------------------------------------
-
-
-def test_compaction_is_refused_and_nothing_is_stored(
-    server: ServerProcess, http: httpx.Client
-) -> None:
-    """What the Agents SDK's compaction session sends: a 400 naming the parameter."""
-    before = stored(server)
-
-    answer = http.post(
-        "/v1/responses",
-        json={
-            "model": MODEL,
-            "input": "hi",
-            "context_management": [{"type": "compaction", "compact_threshold": 20000}],
-        },
-    )
-
-    message = refused(answer, "context_management", "unsupported_parameter")
-    assert "compaction" in message and "not supported" in message
-    assert stored(server) == before
 
 
 def test_an_answer_holding_a_nul_character_finishes_and_may_be_referenced(

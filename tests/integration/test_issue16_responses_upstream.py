@@ -14,17 +14,15 @@ incomplete reasons and errors.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
-import openai
 import pytest
 from pydantic import BaseModel
 
-from tests.conftest import StartServer, make_client
+from tests.conftest import StartServer
+from tests.integration._issue16_support import ResponsesRig, ServeResponses, responses_servers
 from tests.integration._responses_support import (
     checked_response,
     dump,
@@ -47,7 +45,6 @@ from tests.support.fake_responses_upstream import (
     tool_calls,
 )
 from tests.support.responses_rules import request_error
-from tests.support.server import ServerProcess
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import check_stream
 
@@ -64,56 +61,16 @@ class Weather(BaseModel):
     sunny: bool
 
 
-@dataclass
-class Rig:
-    fake: FakeResponsesUpstream
-    server: ServerProcess
-    effects: Path
-    client: openai.OpenAI
-    http: httpx.Client
-
-    def sent(self, index: int) -> list[Item]:
-        """The `input` of the upstream's `index`-th request."""
-        return self.fake.inputs(index)
-
-
-Serve = Callable[..., Rig]
-
-
-@pytest.fixture
-def responses_upstream() -> Iterator[FakeResponsesUpstream]:
-    upstream = FakeResponsesUpstream().start()
-    yield upstream
-    upstream.stop()
+Rig = ResponsesRig
+Serve = ServeResponses
 
 
 @pytest.fixture
 def serve(
     start_server: StartServer, responses_upstream: FakeResponsesUpstream, tmp_path: Path
 ) -> Iterator[Serve]:
-    """A server on the Responses upstream, hosting the tool agent unless `tools=False`;
-    `--upstream-api responses` by flag, or by its environment variable with `env=True`."""
-    opened: list[openai.OpenAI | httpx.Client] = []
-
-    def serve(*args: str, tools: bool = True, env: bool = False) -> Rig:
-        folder = tmp_path / "effects"
-        cli = ["--upstream-base-url", responses_upstream.url, "--retry-base-delay", "0.01"]
-        variables: dict[str, str] = {}
-        if env:
-            variables["DURABLE_RESPONSES_UPSTREAM_API"] = "responses"
-        else:
-            cli += ["--upstream-api", "responses"]
-        if tools:
-            cli += ["--agent", "tests.agents.tool_agent:agent"]
-            variables["SIDE_EFFECTS_DIR"] = str(folder)
-        server = start_server(*cli, *args, env=variables)
-        client, http = make_client(server.url), httpx.Client(base_url=server.url, timeout=30.0)
-        opened.extend((client, http))
-        return Rig(responses_upstream, server, folder, client, http)
-
-    yield serve
-    for each in opened:
-        each.close()
+    with responses_servers(start_server, responses_upstream, tmp_path / "effects") as serve:
+        yield serve
 
 
 def _user(said: str) -> Item:
@@ -145,6 +102,7 @@ def test_a_turn_is_one_stateless_request_and_its_answer_usage_and_model_come_bac
             "Hello from upstream",
             usage=(11, 5),
             cached_tokens=4,
+            cache_write_tokens=3,
             reasoning_tokens=2,
             model="fake-model-2026-01-01",
         )
@@ -161,7 +119,7 @@ def test_a_turn_is_one_stateless_request_and_its_answer_usage_and_model_come_bac
     assert response.usage is not None
     assert dump(response.usage) == {
         "input_tokens": 11,
-        "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 3},
         "output_tokens": 5,
         "output_tokens_details": {"reasoning_tokens": 2},
         "total_tokens": 16,
@@ -406,20 +364,9 @@ SUMMARY = ("The user asks about France.", "Its capital is Paris.")
 THOUGHT = "France, capital: Paris."
 
 
-@pytest.mark.parametrize(
-    ("turn", "reasoned"),
-    [
-        pytest.param(
-            text("Paris.", summary=SUMMARY, reasoning_tokens=9), "\n\n".join(SUMMARY), id="summary"
-        ),
-        pytest.param(text("Paris.", reasoning=THOUGHT, reasoning_tokens=9), THOUGHT, id="raw"),
-    ],
-)
-def test_reasoning_passes_through_as_a_reasoning_item(
-    serve: Serve, turn: Turn, reasoned: str
-) -> None:
+def test_a_reasoning_summary_is_the_reasoning_items_summary(serve: Serve) -> None:
     rig = serve(tools=False)
-    rig.fake.push(turn)
+    rig.fake.push(text("Paris.", summary=SUMMARY, reasoning_tokens=9))
 
     events = post_stream(
         rig.http,
@@ -431,15 +378,50 @@ def test_reasoning_passes_through_as_a_reasoning_item(
 
     final = events[-1]["response"]
     reasoning, message = final["output"]
-    assert reasoning["type"] == "reasoning"
-    # A summary has nowhere else to go yet: the item's text is it (see the README).
-    assert reasoning["content"] == [{"type": "reasoning_text", "text": reasoned}]
-    assert reasoning["summary"] == []
-    deltas = [e["delta"] for e in events if e["type"] == "response.reasoning_text.delta"]
-    assert "".join(deltas) == reasoned
+    assert (reasoning["type"], reasoning["status"]) == ("reasoning", "completed")
+    assert reasoning["summary"] == [{"type": "summary_text", "text": said} for said in SUMMARY]
+    assert reasoning["content"] == []
+    assert "encrypted_content" not in reasoning  # not asked for (include)
+    # Streamed part by part, with OpenAI's events.
+    for index, said in enumerate(SUMMARY):
+        part = [e for e in events if e.get("summary_index") == index]
+        assert [e["type"].removeprefix("response.reasoning_summary_") for e in part] == [
+            "part.added",
+            *["text.delta"] * len(said.split(" ")),
+            "text.done",
+            "part.done",
+        ]
+        assert "".join(e["delta"] for e in part[1:-2]) == part[-2]["text"] == said
+        assert part[-1]["part"] == {"type": "summary_text", "text": said}
+    assert not [e for e in events if e["type"].startswith("response.reasoning_text")]
     assert message["content"][0]["text"] == "Paris."
     assert final["usage"]["output_tokens_details"] == {"reasoning_tokens": 9}
     assert rig.fake.requests[0]["reasoning"] == {"effort": "high", "summary": "auto"}
+    assert get_stream(rig.http, final["id"]) == events  # logged, replayed alike
+
+    # Through the SDK, whose types read each event.
+    rig.fake.push(text("Paris.", summary=SUMMARY))
+    with rig.client.responses.stream(
+        model=MODEL, input="Again?", reasoning={"summary": "auto"}
+    ) as stream:
+        check_stream(unparsed(sdk_events(stream)))
+        again = checked_response(stream.get_final_response())
+    assert [s.text for s in again.output[0].summary] == list(SUMMARY)  # type: ignore[union-attr]
+
+
+def test_raw_reasoning_is_the_reasoning_items_content(serve: Serve) -> None:
+    rig = serve(tools=False)
+    rig.fake.push(text("Paris.", reasoning=THOUGHT, reasoning_tokens=9))
+
+    events = post_stream(rig.http, model=MODEL, input="Capital of France?", background=True)
+
+    final = events[-1]["response"]
+    reasoning, message = final["output"]
+    assert reasoning["content"] == [{"type": "reasoning_text", "text": THOUGHT}]
+    assert reasoning["summary"] == []
+    deltas = [e["delta"] for e in events if e["type"] == "response.reasoning_text.delta"]
+    assert "".join(deltas) == THOUGHT
+    assert message["content"][0]["text"] == "Paris."
     assert get_stream(rig.http, final["id"]) == events
 
     with rig.client.responses.stream(model=MODEL, input="Again?") as stream:
@@ -456,7 +438,7 @@ def test_reasoning_goes_back_upstream_only_with_encrypted_content(serve: Serve) 
         )
     )
     assert [i.type for i in first.output] == ["reasoning", "message"]
-    blob = rig.fake.encrypt("the client's own earlier reasoning")
+    blob = rig.fake.encrypt("the client's own earlier reasoning", "rs_client")
     brought: Any = {
         "type": "reasoning",
         "id": "rs_client",
@@ -489,10 +471,6 @@ def test_reasoning_goes_back_upstream_only_with_encrypted_content(serve: Serve) 
     assert rig.fake.refusals == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recovery/ cannot carry a reasoning item's encrypted_content yet (README, Models)",
-)
 def test_encrypted_reasoning_round_trips_between_two_steps(serve: Serve) -> None:
     rig = serve()
     rig.fake.push(tool_calls(PARIS, summary=("I need the weather.",)), text("Sunny."))
@@ -507,9 +485,13 @@ def test_encrypted_reasoning_round_trips_between_two_steps(serve: Serve) -> None
     )
 
     assert response.status == "completed"
+    assert rig.fake.refusals == []
     [reasoning] = [i for i in rig.sent(1) if i["type"] == "reasoning"]
-    assert reasoning["encrypted_content"] in rig.fake.issued
-    assert dump(response)["output"][0]["encrypted_content"] == reasoning["encrypted_content"]
+    assert rig.fake.issued[reasoning["encrypted_content"]] == reasoning["id"]
+    kept = dump(response)["output"][0]
+    assert kept["encrypted_content"] == reasoning["encrypted_content"]
+    assert kept["id"] == reasoning["id"]  # the upstream's: its encrypted content names it
+    assert kept["summary"] == [{"type": "summary_text", "text": "I need the weather."}]
 
 
 # -- how a step ends --------------------------------------------------------------------
@@ -632,6 +614,12 @@ def _body(*items: Item, **more: Any) -> Item:
             id="assistant-id-prefix",
         ),
         pytest.param(
+            _body({"role": "assistant", "content": "x", "phase": "final"}),
+            "input[0].phase",
+            "'final_answer'",
+            id="assistant-phase",
+        ),
+        pytest.param(
             _body({"role": "assistant", "content": [_text("x")]}),
             "input[0].content[0].type",
             "'output_text'",
@@ -683,7 +671,7 @@ def test_the_scripted_upstream_takes_back_reasoning_it_issued_before_its_item(
     responses_upstream: FakeResponsesUpstream,
 ) -> None:
     upstream = responses_upstream
-    blob = upstream.encrypt("thought")
+    blob = upstream.encrypt("thought", "rs_1")
     reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": blob}
     answer = {
         "role": "assistant",
@@ -693,3 +681,5 @@ def test_the_scripted_upstream_takes_back_reasoning_it_issued_before_its_item(
     assert request_error(_body(_HI, reasoning, answer), upstream.issued) is None
     last = request_error(_body(_HI, reasoning), upstream.issued)
     assert last is not None and "required following item" in last.message
+    moved = request_error(_body(_HI, {**reasoning, "id": "rs_2"}, answer), upstream.issued)
+    assert moved is not None and "could not be verified" in moved.message

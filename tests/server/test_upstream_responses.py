@@ -1,7 +1,8 @@
 """The Responses upstream in process (server/_upstream_responses.py): streams an upstream
 may send that the scripted one does not (items only whole, arguments only at `.done`, a
-call without an id, errors nested or not, a body cut before its terminal event), read
-through httpx's mock transport. The SDK-level tests against the scripted upstream are
+call without an id, errors nested or not, a body cut before its terminal event, a cut
+reasoning item), read through httpx's mock transport; and the input items it sends. The
+SDK-level tests against the scripted upstream are
 tests/integration/test_issue16_responses_upstream.py.
 """
 
@@ -16,11 +17,14 @@ import pytest
 from recovery import (
     FunctionCallDelta,
     Incomplete,
+    MessageStart,
     ModelError,
     ModelEvent,
     ModelInfo,
     ModelRequest,
     ReasoningDelta,
+    ReasoningDone,
+    ReasoningStart,
     RefusalDelta,
     TextDelta,
     Usage,
@@ -60,13 +64,17 @@ async def test_items_sent_only_whole_are_read_from_their_done_events() -> None:
     reasoning = {
         "type": "reasoning",
         "id": "rs_1",
-        "summary": [{"type": "summary_text", "text": "Think."}],
+        "summary": [
+            {"type": "summary_text", "text": "Think."},
+            {"type": "summary_text", "text": "Twice."},
+        ],
         "encrypted_content": "gAAAA",
     }
     message = {
         "type": "message",
         "id": "msg_1",
         "role": "assistant",
+        "phase": "final_answer",
         "content": [{"type": "output_text", "text": "Hello", "annotations": []}],
     }
     call = {"type": "function_call", "id": "fc_1", "name": "f", "arguments": '{"a":1}'}
@@ -79,11 +87,18 @@ async def test_items_sent_only_whole_are_read_from_their_done_events() -> None:
         )
     )
 
-    said, [made_up] = events[:2], [e for e in events if isinstance(e, FunctionCallDelta)]
-    assert said == [ReasoningDelta("Think."), TextDelta("Hello")]
+    said, [made_up] = events[:6], [e for e in events if isinstance(e, FunctionCallDelta)]
+    assert said == [
+        ReasoningStart("rs_1"),
+        ReasoningDelta("Think.", 0),
+        ReasoningDelta("Twice.", 1),
+        ReasoningDone("gAAAA"),
+        MessageStart("final_answer"),
+        TextDelta("Hello"),
+    ]
     assert (made_up.name, made_up.arguments) == ("f", '{"a":1}')
     assert made_up.call_id.startswith("call_")  # never a reused `call_0`
-    assert events[3:] == [ModelInfo("m-1", "default"), Usage(3, 2)]
+    assert events[7:] == [ModelInfo("m-1", "default"), Usage(3, 2)]
 
 
 async def test_arguments_given_only_at_done_are_the_calls() -> None:
@@ -119,7 +134,56 @@ async def test_an_incomplete_response_keeps_its_text_and_drops_its_cut_call() ->
         _stream({"type": "response.output_item.added", "output_index": 1, "item": cut}, incomplete)
     )
 
-    assert events == [RefusalDelta("No."), Incomplete("content_filter")]
+    assert events == [MessageStart(), RefusalDelta("No."), Incomplete("content_filter")]
+
+
+async def test_streamed_items_begin_and_end_where_the_upstream_says() -> None:
+    """Summary parts stay apart by their index, a reasoning item takes its encrypted
+    content from its done item only (the added one's may be partial, OpenAI warns), a
+    cut one none, and each message begins anew with its phase."""
+    rs = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAA-part"}
+    cut = {"type": "reasoning", "id": "rs_2", "summary": [], "status": "incomplete"}
+    first = {"type": "message", "id": "msg_1", "phase": "commentary", "content": []}
+    second = {"type": "message", "id": "msg_2", "phase": "final_answer", "content": []}
+
+    def summary(index: int, delta: str) -> Event:
+        kind = "response.reasoning_summary_text.delta"
+        return {"type": kind, "item_id": "rs_1", "summary_index": index, "delta": delta}
+
+    def said(item_id: str, delta: str) -> Event:
+        return {"type": "response.output_text.delta", "item_id": item_id, "delta": delta}
+
+    events = await _events(
+        _stream(
+            {"type": "response.output_item.added", "output_index": 0, "item": rs},
+            summary(0, "One."),
+            summary(1, "Two."),
+            {"type": "response.output_item.done", "item": {**rs, "encrypted_content": "gAAAA"}},
+            {"type": "response.output_item.added", "output_index": 1, "item": first},
+            said("msg_1", "Looking."),
+            {"type": "response.output_item.added", "output_index": 2, "item": second},
+            said("msg_2", "Found."),
+            {"type": "response.output_item.added", "output_index": 3, "item": cut},
+            {"type": "response.reasoning_text.delta", "item_id": "rs_2", "delta": "Hm"},
+            _completed(cut, usage={"input_tokens_details": {"cache_write_tokens": 5}}),
+        )
+    )
+
+    assert events == [
+        ReasoningStart("rs_1"),
+        ReasoningDelta("One.", 0),
+        ReasoningDelta("Two.", 1),
+        ReasoningDone("gAAAA"),
+        MessageStart("commentary"),
+        TextDelta("Looking."),
+        MessageStart("final_answer"),
+        TextDelta("Found."),
+        ReasoningStart("rs_2"),
+        ReasoningDelta("Hm"),
+        ReasoningDone(None),
+        ModelInfo("m-1", "default"),
+        Usage(0, 0, cache_write_tokens=5),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -218,3 +282,32 @@ def test_input_items_keep_only_what_a_stateless_upstream_takes() -> None:
             "content": [{"type": "output_text", "text": "a", "annotations": []}],
         },
     ]
+
+
+def test_encrypted_reasoning_is_sent_only_before_the_item_it_led_to() -> None:
+    """A reasoning item whose answer was cut (a retried step's first attempt) has nothing
+    after it, or another reasoning item: OpenAI refuses it so, and it is not sent."""
+
+    def reasoning(item_id: str) -> Event:
+        summary = [{"type": "summary_text", "text": "t"}]
+        return {
+            "type": "reasoning",
+            "id": item_id,
+            "summary": summary,
+            "content": [],
+            "encrypted_content": f"gAAAA{item_id}",
+            "status": "completed",
+        }
+
+    said = {"type": "message", "role": "assistant", "phase": "commentary", "content": "a"}
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    user = {"type": "message", "role": "user", "content": "hi"}
+
+    history = [user, reasoning("rs_cut"), reasoning("rs_1"), said, reasoning("rs_2"), call]
+    sent = input_items([*history, reasoning("rs_last")])
+
+    assert [i.get("id") for i in sent] == [None, "rs_1", None, "rs_2", None]
+    kept = reasoning("rs_1")
+    del kept["content"]  # empty: not sent
+    assert sent[1] == kept
+    assert sent[2]["phase"] == "commentary"

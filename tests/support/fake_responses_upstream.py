@@ -2,6 +2,7 @@
 strict as OpenAI's: the server under test runs with `--upstream-api responses`.
 
     upstream.push(text("hello", summary=("Thinking.",)), fault(429), tool_calls(PARIS))
+    upstream.push(text("Paris.", commentary=("Let me think.",)))  # two messages, by phase
 
 It shares the Chat Completions fake's server (`ScriptedUpstream`, tests/support/
 fake_upstream.py): turns play in order, every request body is kept in `requests` (headers
@@ -16,10 +17,13 @@ output item (`output_item.added`, its parts and deltas, `output_item.done`), the
 `response.completed`, `response.incomplete` or `response.failed`, numbered by
 `sequence_number`, text deltas with an `obfuscation` field. As OpenAI does, a reasoning
 summary is streamed only when the request asks for one (`reasoning.summary`), a reasoning
-item carries `encrypted_content` only when `include` asks for it, and logprobs come only
+item carries `encrypted_content` only when `include` asks for it (bound to the item's
+id, and only a partial, unusable one in its `output_item.added`), and logprobs come only
 with `include: ["message.output_text.logprobs"]` (made up: -0.5 a word, `top_logprobs`
-alternatives). Under a JSON `text.format` a scripted answer must be valid for it (a real
-model's is): one that is not gets HTTP 500 naming the test's mistake.
+alternatives). Messages said before the answer (`commentary`) carry `phase: commentary`,
+and the answer after them `phase: final_answer`. Under a JSON `text.format` a scripted
+answer must be valid for it (a real model's is): one that is not gets HTTP 500 naming
+the test's mistake.
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ class Turn:
     reasoning: str = ""  # raw reasoning: `reasoning_text` deltas (vLLM's gpt-oss)
     summary: tuple[str, ...] = ()  # summary parts, streamed when the request asks
     thinks: bool = False  # a reasoning item even without text (OpenAI's, unsummarized)
+    commentary: tuple[str, ...] = ()  # messages said before the answer or the calls
     usage: tuple[int, int] = (7, 3)  # (input_tokens, output_tokens)
     cached_tokens: int = 0
+    cache_write_tokens: int | None = None  # reported only when set, as older APIs do
     reasoning_tokens: int = 0
     model: str | None = None  # the `model` it reports (default: the request's)
     service_tier: str | None = None  # the tier it reports (default: the request's)
@@ -72,22 +78,26 @@ def text(
     reasoning: str = "",
     summary: tuple[str, ...] = (),
     thinks: bool = False,
+    commentary: tuple[str, ...] = (),
     usage: tuple[int, int] = (7, 3),
     cached_tokens: int = 0,
+    cache_write_tokens: int | None = None,
     reasoning_tokens: int = 0,
     model: str | None = None,
     service_tier: str | None = None,
     pace: float = 0.0,
 ) -> Turn:
-    """Answer `value`, word by word, after the reasoning (if any)."""
+    """Answer `value`, word by word, after the reasoning and the commentary (if any)."""
     return Turn(
         "text",
         text=value,
         reasoning=reasoning,
         summary=summary,
         thinks=thinks,
+        commentary=commentary,
         usage=usage,
         cached_tokens=cached_tokens,
+        cache_write_tokens=cache_write_tokens,
         reasoning_tokens=reasoning_tokens,
         model=model,
         service_tier=service_tier,
@@ -101,10 +111,23 @@ def refusal(value: str) -> Turn:
 
 
 def tool_calls(
-    *calls: Call, preface: str = "", reasoning: str = "", summary: tuple[str, ...] = ()
+    *calls: Call,
+    preface: str = "",
+    reasoning: str = "",
+    summary: tuple[str, ...] = (),
+    thinks: bool = False,
+    commentary: tuple[str, ...] = (),
 ) -> Turn:
     """Call these tools (arguments in two deltas each), after `preface` as a message."""
-    return Turn("tool_calls", text=preface, calls=calls, reasoning=reasoning, summary=summary)
+    return Turn(
+        "tool_calls",
+        text=preface,
+        calls=calls,
+        reasoning=reasoning,
+        summary=summary,
+        thinks=thinks,
+        commentary=commentary,
+    )
 
 
 def incomplete(
@@ -135,9 +158,10 @@ def reset() -> Turn:
     return Turn("reset")
 
 
-def reset_mid(value: str) -> Turn:
-    """Stream the first word of `value`, then drop the connection."""
-    return Turn("reset_mid", text=value)
+def reset_mid(value: str, *, summary: tuple[str, ...] = ()) -> Turn:
+    """Stream the reasoning (if any) and the first word of `value`, then drop the
+    connection."""
+    return Turn("reset_mid", text=value, summary=summary)
 
 
 def stall(seconds: float) -> Turn:
@@ -191,17 +215,22 @@ class ResponsesHandler(ScriptedHandler):
 
     def _items(self, turn: Turn) -> None:
         if turn.kind == "reset_mid":
+            self._reasoning(turn)
             self._message_start("output_text")
-            self._delta("response.output_text.delta", turn.text.split(" ")[0])
+            if turn.text:
+                self._delta("response.output_text.delta", turn.text.split(" ")[0])
             self.drop()
             return
         if turn.kind == "error":
             self._event("error", code=turn.code, message=turn.message, param=None)
             return
         self._reasoning(turn)
+        for said in turn.commentary:
+            self._message(said, "output_text", cut=False, phase="commentary")
         if turn.kind in ("text", "refusal") or turn.text:
             kind = "refusal" if turn.kind == "refusal" else "output_text"
-            self._message(turn.text, kind, cut=turn.kind in ("incomplete", "failed"))
+            phase = "final_answer" if turn.commentary and turn.kind != "tool_calls" else None
+            self._message(turn.text, kind, cut=turn.kind in ("incomplete", "failed"), phase=phase)
         if turn.kind == "incomplete" and turn.calls:
             for call in turn.calls[:-1]:
                 self._call(call)
@@ -223,7 +252,10 @@ class ResponsesHandler(ScriptedHandler):
         if turn.reasoning:
             item["content"] = []
         self.output.append(item)
-        self._event("response.output_item.added", output_index=index, item=dict(item))
+        sealed = "reasoning.encrypted_content" in (self.request.get("include") or ())
+        # As OpenAI warns, the encrypted content of an item just added may be incomplete.
+        added = {**item, "encrypted_content": "gAAAA-partial"} if sealed else dict(item)
+        self._event("response.output_item.added", output_index=index, item=added)
         common = {"item_id": item["id"], "output_index": index}
         for number, said in enumerate(summary):
             where = {**common, "summary_index": number}
@@ -249,13 +281,12 @@ class ResponsesHandler(ScriptedHandler):
             part = {"type": "reasoning_text", "text": turn.reasoning}
             self._event("response.content_part.done", **where, part=part)
             item["content"] = [part]
-        if "reasoning.encrypted_content" in (self.request.get("include") or ()):
-            item["encrypted_content"] = self.upstream.encrypt(
-                turn.reasoning or " ".join(turn.summary)
-            )
+        if sealed:
+            thought = turn.reasoning or " ".join(turn.summary)
+            item["encrypted_content"] = self.upstream.encrypt(thought, item["id"])
         self._event("response.output_item.done", output_index=index, item=dict(item))
 
-    def _message_start(self, kind: str) -> tuple[int, Item]:
+    def _message_start(self, kind: str, phase: str | None = None) -> tuple[int, Item]:
         index = len(self.output)
         item: Item = {
             "id": f"msg_fake{next(_MADE_UP)}",
@@ -264,6 +295,8 @@ class ResponsesHandler(ScriptedHandler):
             "role": "assistant",
             "content": [],
         }
+        if phase is not None:
+            item["phase"] = phase
         self.output.append(item)
         self._event(
             "response.output_item.added", output_index=index, item=json.loads(json.dumps(item))
@@ -279,8 +312,8 @@ class ResponsesHandler(ScriptedHandler):
         self._where = {"item_id": item["id"], "output_index": index, "content_index": 0}
         return index, item
 
-    def _message(self, value: str, kind: str, *, cut: bool) -> None:
-        index, item = self._message_start(kind)
+    def _message(self, value: str, kind: str, *, cut: bool, phase: str | None = None) -> None:
+        index, item = self._message_start(kind, phase)
         if kind == "refusal":
             for word in _words(value):
                 self._delta("response.refusal.delta", word)
@@ -370,6 +403,9 @@ class ResponsesHandler(ScriptedHandler):
         tier = turn.service_tier or ("default" if asked == "auto" else asked)
         final = status != "in_progress"
         given, said = turn.usage
+        cache: Item = {"cached_tokens": turn.cached_tokens}
+        if turn.cache_write_tokens is not None:
+            cache["cache_write_tokens"] = turn.cache_write_tokens
         return {
             "id": self.response_id,
             "object": "response",
@@ -384,7 +420,7 @@ class ResponsesHandler(ScriptedHandler):
             "service_tier": tier if final else asked,
             "usage": {
                 "input_tokens": given,
-                "input_tokens_details": {"cached_tokens": turn.cached_tokens},
+                "input_tokens_details": cache,
                 "output_tokens": said,
                 "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
                 "total_tokens": given + said,
@@ -429,7 +465,8 @@ class FakeResponsesUpstream(ScriptedUpstream):
 
     def __init__(self) -> None:
         super().__init__()
-        self.issued: set[str] = set()  # the encrypted reasoning handed out
+        # The encrypted reasoning handed out, and the id of the item each belongs to.
+        self.issued: dict[str, str] = {}
         self._issuing = threading.Lock()
 
     def start(self) -> FakeResponsesUpstream:
@@ -439,16 +476,17 @@ class FakeResponsesUpstream(ScriptedUpstream):
     def push(self, *turns: Turn) -> None:
         super().push(*turns)
 
-    def encrypt(self, thought: str) -> str:
-        """Encrypted reasoning this upstream will take back in a later `input`."""
+    def encrypt(self, thought: str, item_id: str) -> str:
+        """Encrypted reasoning this upstream will take back in a later `input`, in the
+        reasoning item `item_id` only."""
         with self._issuing:
             blob = f"gAAAA{base64.b64encode(f'{len(self.issued)}:{thought}'.encode()).decode()}"
-            self.issued.add(blob)
+            self.issued[blob] = item_id
         return blob
 
     def fault(self, body: dict[str, Any]) -> Fault | None:
         with self._issuing:
-            issued = set(self.issued)
+            issued = dict(self.issued)
         return request_error(body, issued)
 
     def default(self) -> Turn:

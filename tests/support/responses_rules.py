@@ -7,28 +7,30 @@ anything upstream): `store` false and `stream` true (this fake's own demands), n
 (`presence_penalty` included: Chat Completions has it, the Responses API does not); every
 input item in one of OpenAI's input shapes, with no field it does not know; every
 `function_call` answered by a later `function_call_output` and every output answering an
-earlier call; a reasoning item only with `encrypted_content` this upstream issued (without
-it, OpenAI looks the id up, and with `store: false` finds nothing: a 404), followed by the
-item it led to; an `item_reference` never (nothing is stored); tools, `tool_choice`,
+earlier call; a reasoning item only with `encrypted_content` this upstream issued for an
+item of that id (without it, OpenAI looks the id up, and with `store: false` finds
+nothing: a 404), followed by the item it led to; an assistant message's `phase` one of
+OpenAI's; an `item_reference` never (nothing is stored); tools, `tool_choice`,
 `text.format` (strict schemas, the word "json" for `json_object`), `reasoning` and
 `include` as OpenAI takes them.
 
 `request_error(body, issued)` returns the first fault as a `Refusal` (its `request` -1),
-or None; `issued` is the encrypted reasoning this upstream handed out.
+or None; `issued` maps the encrypted reasoning this upstream handed out to the id of the
+item it was issued in.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from tests.support.chat_rules import _strict_problem
 from tests.support.fake_upstream import Refusal
 
 Body = dict[str, Any]
-Check = Callable[[Body, Collection[str]], Refusal | None]
+Check = Callable[[Body, Mapping[str, str]], Refusal | None]
 
 # The parameters of OpenAI's CreateResponse (the published OpenAPI schema).
 PARAMETERS = frozenset(
@@ -79,6 +81,7 @@ INCLUDE = frozenset(
     }
 )
 _STATUS = ("in_progress", "completed", "incomplete")
+_PHASES = ("commentary", "final_answer")
 # The fields each input item and content part may have (OpenAI's *Param schemas).
 _ITEM_FIELDS = {
     "input_message": {"type", "role", "content", "status"},
@@ -138,7 +141,8 @@ def _type_error(param: str, expected: str, value: Any) -> Refusal:
     )
 
 
-def request_error(body: Body, issued: Collection[str] = ()) -> Refusal | None:
+def request_error(body: Body, issued: Mapping[str, str] | None = None) -> Refusal | None:
+    issued = issued or {}
     for check in (
         _stateless,
         _parameters,
@@ -157,7 +161,7 @@ def request_error(body: Body, issued: Collection[str] = ()) -> Refusal | None:
 # -- the request as a whole -----------------------------------------------------------
 
 
-def _stateless(body: Body, issued: Collection[str]) -> Refusal | None:
+def _stateless(body: Body, issued: Mapping[str, str]) -> Refusal | None:
     unknown = sorted(set(body) - PARAMETERS)
     if unknown:
         return _unknown(unknown[0])
@@ -207,7 +211,7 @@ _REASONING: dict[str, tuple[str, ...] | None] = {
 }
 
 
-def _parameters(body: Body, issued: Collection[str]) -> Refusal | None:
+def _parameters(body: Body, issued: Mapping[str, str]) -> Refusal | None:
     for name, (low, high) in _RANGES.items():
         value = body.get(name)
         if value is None:
@@ -250,7 +254,7 @@ def input_list(body: Body) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _input_shapes(body: Body, issued: Collection[str]) -> Refusal | None:
+def _input_shapes(body: Body, issued: Mapping[str, str]) -> Refusal | None:
     value = body.get("input")
     if not isinstance(value, str | list):
         return _type_error("input", "a string or an array", value)
@@ -299,6 +303,9 @@ def _message_error(item: Body, where: str) -> Refusal | None:
     extra = sorted(set(item) - fields)
     if extra:
         return _unknown(f"{where}.{extra[0]}")
+    phase = item.get("phase")
+    if role == "assistant" and phase is not None and phase not in _PHASES:
+        return _invalid(phase, _PHASES, f"{where}.phase")
     if role == "assistant" and "id" in item and not str(item["id"]).startswith("msg"):
         return refused(
             f"Invalid '{where}.id': '{item['id']}'. Expected an ID that begins with 'msg'.",
@@ -431,7 +438,7 @@ _ITEM_CHECKS: dict[str, Callable[[Body, str], Refusal | None]] = {
 }
 
 
-def _pairing(body: Body, issued: Collection[str]) -> Refusal | None:
+def _pairing(body: Body, issued: Mapping[str, str]) -> Refusal | None:
     """Every call answered by a later output, every output answering an earlier call."""
     calls: list[str] = []
     answered: set[str] = set()
@@ -452,7 +459,7 @@ def _pairing(body: Body, issued: Collection[str]) -> Refusal | None:
     return None
 
 
-def _reasoning_items(body: Body, issued: Collection[str]) -> Refusal | None:
+def _reasoning_items(body: Body, issued: Mapping[str, str]) -> Refusal | None:
     """A reasoning item: only with encrypted content this upstream issued (nothing is
     stored to look its id up in), and followed by the item it led to."""
     items = input_list(body)
@@ -462,7 +469,7 @@ def _reasoning_items(body: Body, issued: Collection[str]) -> Refusal | None:
         encrypted = item.get("encrypted_content")
         if not encrypted:
             return _not_stored(item["id"])
-        if encrypted not in issued:
+        if issued.get(encrypted) != item["id"]:  # not issued, or for another item
             return refused(
                 f"The encrypted content for item {item['id']} could not be verified.",
                 "input",
@@ -485,7 +492,7 @@ def _reasoning_items(body: Body, issued: Collection[str]) -> Refusal | None:
 # -- tools and the answer's format ----------------------------------------------------
 
 
-def _tools(body: Body, issued: Collection[str]) -> Refusal | None:
+def _tools(body: Body, issued: Mapping[str, str]) -> Refusal | None:
     names = []
     for index, tool in enumerate(body.get("tools") or ()):
         where = f"tools[{index}]"
@@ -532,7 +539,7 @@ def _tool_choice_error(choice: Any, names: list[str]) -> Refusal | None:
     return _invalid(kind, ["function", "allowed_tools"], "tool_choice.type")
 
 
-def _text(body: Body, issued: Collection[str]) -> Refusal | None:
+def _text(body: Body, issued: Mapping[str, str]) -> Refusal | None:
     text = body.get("text")
     if text is None:
         return None

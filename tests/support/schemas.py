@@ -52,6 +52,7 @@ __all__ = [
     "OPENRESPONSES_EVENT_ALIASES",
     "OPENRESPONSES_SKIPPED_EVENT_TYPES",
     "event_schema_name",
+    "validate_compacted",
     "validate_error_envelope",
     "validate_event",
     "validate_item",
@@ -226,6 +227,12 @@ def _as_in(doc: Document, obj: Mapping[str, Any]) -> Mapping[str, Any]:
     elif fmt.get("description") is None:
         fmt = {k: v for k, v in fmt.items() if k != "description"}
     return {**obj, "text": {**text, "format": fmt}}
+
+
+def validate_compacted(obj: Mapping[str, Any]) -> None:
+    """Validate a compacted response (`POST /responses/compact`) against both documents."""
+    for doc in (OPENRESPONSES, OPENAI):
+        _check(doc, "CompactResource", obj, f"compacted response {obj.get('id')!r}")
 
 
 def validate_item(item: Mapping[str, Any]) -> None:

@@ -44,6 +44,14 @@ _ARGUMENT_EVENTS: Final = frozenset(
     {"response.function_call_arguments.delta", "response.function_call_arguments.done"}
 )
 _TEXT_EVENTS: Final = frozenset({"response.output_text.delta", "response.output_text.done"})
+_SUMMARY_EVENTS: Final = frozenset(
+    {
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
+    }
+)
 
 
 @dataclass
@@ -63,6 +71,7 @@ class _Item:
 
     added: Mapping[str, Any] | None  # None: added before the window (unknown)
     parts: dict[int, _Part] = field(default_factory=dict)
+    summaries: dict[int, _Part] = field(default_factory=dict)  # by summary_index
     argument_deltas: list[str] = field(default_factory=list)
     arguments_done: str | None = None
     done: Mapping[str, Any] | None = None
@@ -246,6 +255,10 @@ class _Checker:
             if state.known and item_type != "message":
                 self.fail(f"{event_type} for a {item_type!r} item, expected a message")
             self.check_text(event_type, event, state)
+        elif event_type in _SUMMARY_EVENTS:
+            if state.known and item_type != "reasoning":
+                self.fail(f"{event_type} for a {item_type!r} item, expected reasoning")
+            self.check_summary(event_type, event, state)
 
     def content_index(self, event: Mapping[str, Any]) -> int:
         content_index = event.get("content_index")
@@ -320,6 +333,46 @@ class _Checker:
             self.fail("output_text.done logprobs differ from the deltas' logprobs")
         part.text_done = str(text)
 
+    def check_summary(self, event_type: str, event: Mapping[str, Any], state: _Item) -> None:
+        """A reasoning summary's parts: added in order, each after the one before it is
+        done, their text done as its deltas say, and each part done with that text."""
+        index = event.get("summary_index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            self.fail(f"summary_index must be an integer, got {index!r}")
+        part = state.summaries.get(index)
+        if event_type == "response.reasoning_summary_part.added":
+            if part is not None:
+                self.fail(f"reasoning_summary_part.added repeated for summary_index {index}")
+            if state.known and index != len(state.summaries):
+                self.fail(f"summary part {index} added, expected {len(state.summaries)}")
+            if any(not each.done for each in state.summaries.values()):
+                self.fail(f"summary part {index} added before the one before it was done")
+            state.summaries[index] = _Part(type="summary_text")
+            return
+        if part is None:
+            if state.known:
+                self.fail(f"{event_type} for summary_index {index} never added")
+            return
+        if part.done or (part.text_done is not None and not event_type.endswith("part.done")):
+            self.fail(f"{event_type} after the text of summary_index {index} was done")
+        if event_type == "response.reasoning_summary_text.delta":
+            if not isinstance(event.get("delta"), str):
+                self.fail(f"delta must be a string, got {event.get('delta')!r}")
+            part.deltas.append(event["delta"])
+        elif event_type == "response.reasoning_summary_text.done":
+            if event.get("text") != "".join(part.deltas):
+                self.fail("reasoning_summary_text.done text != concatenated deltas")
+            part.text_done = str(event.get("text"))
+        else:
+            said = event.get("part")
+            if not isinstance(said, Mapping) or said.get("type") != "summary_text":
+                self.fail(f"reasoning_summary_part.done part is not summary_text: {said!r}")
+            if part.text_done is None:
+                self.fail("reasoning_summary_part.done before its reasoning_summary_text.done")
+            if said.get("text") != part.text_done:
+                self.fail("reasoning_summary_part.done part.text differs from its text.done")
+            part.done = True
+
     def check_arguments(self, event_type: str, event: Mapping[str, Any], state: _Item) -> None:
         if state.arguments_done is not None:
             self.fail(f"{event_type} after function_call_arguments.done")
@@ -365,6 +418,8 @@ class _Checker:
                 self.check_part_shape(part)
             if item.get("status") == "completed":
                 self.check_message_closed(index, content, state)
+        if item["type"] == "reasoning" and item.get("status") == "completed":
+            self.check_summary_closed(index, item.get("summary"), state)
         if (
             item["type"] == "function_call"
             and state.arguments_done is not None
@@ -372,6 +427,16 @@ class _Checker:
         ):
             self.fail("done function_call arguments differ from function_call_arguments.done")
         state.done = item
+
+    def check_summary_closed(self, index: int, summary: Any, state: _Item) -> None:
+        if not isinstance(summary, list):
+            self.fail("done reasoning item has no 'summary' list")
+        for summary_index, part in state.summaries.items():
+            if not part.done:
+                self.fail(f"completed reasoning {index} has summary_index {summary_index} not done")
+            final = summary[summary_index] if summary_index < len(summary) else None
+            if not isinstance(final, Mapping) or final.get("text") != part.text_done:
+                self.fail(f"done reasoning summary[{summary_index}] differs from the streamed text")
 
     def check_message_closed(self, index: int, content: list[Any], state: _Item) -> None:
         for content_index, part in state.parts.items():
