@@ -322,6 +322,7 @@ async def await_terminal(spec: Spec) -> dict[str, Any]:
     host, port = _address(spec["url"])
     pending: set[str] = set(spec["ids"])
     statuses: dict[str, str] = {}
+    completed_at: dict[str, int | None] = {}
     deadline = time.monotonic() + spec["timeout"]
     done_at = None
     for _ in range(MAX_OPS):
@@ -335,9 +336,9 @@ async def await_terminal(spec: Spec) -> dict[str, Any]:
                 for response_id in queue:
                     with contextlib.suppress(OSError, HTTPError, asyncio.IncompleteReadError):
                         code, data = await conn.request("GET", f"/v1/responses/{response_id}")
-                        statuses[response_id] = (
-                            json.loads(data)["status"] if code == 200 else f"http_{code}"
-                        )
+                        body = json.loads(data) if code == 200 else {}
+                        statuses[response_id] = body.get("status", f"http_{code}")
+                        completed_at[response_id] = body.get("completed_at")
             finally:
                 await conn.close()
 
@@ -351,10 +352,18 @@ async def await_terminal(spec: Spec) -> dict[str, Any]:
     for response_id in spec["ids"]:
         status = statuses.get(response_id, "unknown")
         counts[status] = counts.get(status, 0) + 1
+    # In flight at the kill: ended after it. A recovered response ends a lease TTL or more
+    # after the kill, so a second's margin (completed_at is in whole seconds) is enough.
+    killed = spec.get("killed_at_epoch")
+    in_flight = None
+    if killed is not None:
+        ended = [completed_at.get(i) for i in spec["ids"]]
+        in_flight = sum(1 for at in ended if at is None or at > killed + 1)
     return {
         "seconds": (done_at - spec["t0"]) if done_at is not None else None,
         "statuses": counts,
         "lost": len(pending),
+        "in_flight_at_kill": in_flight,
     }
 
 

@@ -299,13 +299,14 @@ def recovery_run(bench: Bench, store: str, run: int) -> dict[str, Any]:
     made = bench.load("fill", first.url, count=size.recovery, background=True, timeout=300)
     time.sleep(0.3)
     first.kill()
-    killed = time.monotonic()
+    killed, killed_at_epoch = time.monotonic(), time.time()
     second = bench.server(name, "--lease-ttl", ttl, db=db, store=store)
     result: dict[str, Any] = bench.load(
         "await_terminal",
         second.url,
         ids=made["ids"],
         t0=killed,
+        killed_at_epoch=killed_at_epoch,
         timeout=size.lease_ttl + 120,
         clients=4,  # light: the polling must not slow the recovery it measures
         interval=0.2,
@@ -323,7 +324,8 @@ def recovery_result(bench: Bench, store: str, runs: list[dict[str, Any]]) -> Res
     bound = size.lease_ttl + 5
     label = "recovery" if store == "sqlite" else "recovery pg"
     rows = [
-        Row(label, "in-flight responses (N)", float(size.recovery)),
+        Row(label, "responses created (N)", float(size.recovery)),
+        Row(label, "in flight at the kill (min of runs)", _least(runs, "in_flight_at_kill")),
         Row(label, "--lease-ttl", size.lease_ttl, "s"),
         Row(
             label,
@@ -336,6 +338,11 @@ def recovery_result(bench: Bench, store: str, runs: list[dict[str, Any]]) -> Res
         Row(label, "lost (max of runs)", float(lost), "", "0", lost == 0),
     ]
     return {"runs": runs, "lease_ttl": size.lease_ttl, "n": size.recovery}, rows
+
+
+def _least(runs: list[dict[str, Any]], key: str) -> float:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return float(min(values)) if values else float("nan")
 
 
 def memory(bench: Bench) -> Result:
