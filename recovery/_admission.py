@@ -33,7 +33,6 @@ from store import (
 from . import _failpoints as fp
 from ._agent import Agent
 from ._compaction import check_compaction_items, takes_compaction_items
-from ._emitter import Emitter
 from ._errors import InvalidRequest, LaneLocked, NotFound, QueueFull, Unavailable
 from ._history import check_input
 from ._ids import new_id
@@ -44,7 +43,7 @@ from ._response import new_response, unstored
 from ._roster import Roster
 from ._runs import Runs
 from ._settings import RuntimeSettings
-from ._sinks import encode
+from ._sinks import encode_lifecycle
 from ._status import ResponseStatus
 from ._workflow import Workflow
 
@@ -246,12 +245,13 @@ def new_turn(
     created_at = time.time()
     background = bool(params.get("background"))
     status = ResponseStatus.QUEUED if background else ResponseStatus.IN_PROGRESS
-    response = new_response(response_id, created_at, status, params)
+    snapshot = dumps(new_response(response_id, created_at, status, params))
     events: list[EventRow] = []
-    if background:
-        emitter = Emitter(response, 0)
-        events = [encode(emitter.lifecycle("response.created"))]
-        events.append(encode(emitter.lifecycle("response.queued")))
+    if background:  # the events carry the response as created: its snapshot's text
+        events = [
+            encode_lifecycle("response.created", 0, snapshot),
+            encode_lifecycle("response.queued", 1, snapshot),
+        ]
     new = NewResponse(
         id=response_id,
         tenant=tenant,
@@ -259,7 +259,7 @@ def new_turn(
         background=background,
         created_at=created_at,
         params=dumps(params),
-        snapshot=dumps(response),
+        snapshot=snapshot,
         last_seq=len(events) - 1,
         lane=lane or response_id,
         conversation_id=params.get("conversation"),

@@ -24,6 +24,13 @@ def encode(event: Event) -> EventRow:
     return EventRow(seq=event["sequence_number"], type=event["type"], data=dumps(event))
 
 
+def encode_lifecycle(type_: str, seq: int, snapshot: str) -> EventRow:
+    """`encode(emitter.lifecycle(type_))` built around the response's JSON text
+    (`dumps(response)`), byte for byte: the response is encoded once, not once per event."""
+    data = f'{{"type":{dumps(type_)},"sequence_number":{seq},"response":{snapshot}}}'
+    return EventRow(seq=seq, type=type_, data=data)
+
+
 class Sink(Protocol):
     durable: bool
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -56,6 +57,25 @@ _LIVE_CHAINS = (
 )
 
 
+# The insert of a new turn. With :claim (a background turn that heads its lane, created by
+# a process that will run it), it is inserted claimed, as `_claim` would leave it: in
+# progress, epoch 1, leased, its conversation's end fixed; one statement and one row
+# version fewer than an insert, a read back and a claim.
+_INSERT_RESPONSE = (
+    "INSERT INTO responses (id, tenant, status, background, created_at, updated_at, params,"
+    " snapshot, last_seq, lane, conversation_id, conversation_upto, previous_response_id,"
+    " owner, epoch, lease_expires_at) VALUES (:id, :tenant, :status, :background,"
+    " :created_at, :now, :params,"
+    " CASE WHEN :claim THEN json_set(:snapshot, '$.status', 'in_progress') ELSE :snapshot END,"
+    " :last_seq, :lane, :conversation_id,"
+    " CASE WHEN :claim AND :conversation_id IS NOT NULL THEN coalesce(:conversation_upto,"
+    "  (SELECT coalesce(max(position) + 1, 0) FROM conversation_items"
+    "   WHERE conversation_id = :conversation_id)) ELSE :conversation_upto END,"
+    " :previous_response_id, :owner, :epoch, :lease_expires_at)"
+    f" RETURNING {_RESPONSE_COLUMNS}"
+)
+
+
 class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
     """Durable state of responses, events and conversations in one SQLite file (WAL).
 
@@ -92,37 +112,36 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
                 existing = self._idempotent_replay(tx, new.tenant, rules)
                 if existing is not None:
                     return existing, False, None
-            self._admit(tx, new, rules)
-            tx.conn.execute(
-                "INSERT INTO responses (id, tenant, status, background, created_at, updated_at,"
-                " params, snapshot, last_seq, lane, conversation_id, conversation_upto,"
-                " previous_response_id, owner, epoch, lease_expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    new.id,
-                    new.tenant,
-                    new.status,
-                    int(new.background),
-                    new.created_at,
-                    now,
-                    new.params,
-                    new.snapshot,
-                    new.last_seq,
-                    new.lane,
-                    new.conversation_id,
-                    new.conversation_upto,
-                    new.previous_response_id,
-                    new.owner,
-                    1 if new.owner else 0,
-                    new.lease_expires_at,
-                ),
-            )
+            heads_lane = self._admit(tx, new, rules)
+            claim = claim_for if new.status == "queued" and heads_lane else None
+            row = tx.conn.execute(
+                _INSERT_RESPONSE,
+                {
+                    "id": new.id,
+                    "tenant": new.tenant,
+                    "status": "in_progress" if claim else new.status,
+                    "background": int(new.background),
+                    "created_at": new.created_at,
+                    "now": now,
+                    "params": new.params,
+                    "snapshot": new.snapshot,
+                    "last_seq": new.last_seq,
+                    "lane": new.lane,
+                    "conversation_id": new.conversation_id,
+                    "conversation_upto": new.conversation_upto,
+                    "previous_response_id": new.previous_response_id,
+                    "owner": claim[0] if claim else new.owner,
+                    "epoch": 1 if claim or new.owner else 0,
+                    "lease_expires_at": now + claim[1] if claim else new.lease_expires_at,
+                    "claim": claim is not None,
+                },
+            ).fetchone()
             tx.conn.executemany(
                 "INSERT INTO response_items (response_id, position, item_id, item)"
                 " VALUES (?, ?, ?, ?)",
                 [(new.id, i, it.item_id, it.item) for i, it in enumerate(items)],
             )
-            self._insert_events(tx, new.id, events)
+            self._insert_events(tx, new.id, events, -1)  # a new response's log is empty
             if rules.idempotency_key is not None:
                 tx.conn.execute(
                     "INSERT INTO idempotency_keys (tenant, key, request_hash, response_id,"
@@ -130,14 +149,20 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
                     (new.tenant, rules.idempotency_key, rules.request_hash, new.id, now),
                 )
             take_steers(tx, new.id, rules.steers, rules.steers_state, new.previous_response_id)
-            row = _fetchone(
-                tx.conn, f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ?", (new.id,)
+            inserted = _response(row)
+            if claim is None:
+                return inserted, True, None
+            # Inserted claimed: the client is told of the response as created, queued.
+            created = dataclasses.replace(
+                inserted,
+                status=new.status,
+                snapshot=new.snapshot,
+                owner=new.owner,
+                epoch=0,
+                lease_expires_at=new.lease_expires_at,
+                conversation_upto=new.conversation_upto,
             )
-            assert row is not None
-            claimed = None
-            if claim_for is not None and new.status == "queued":
-                claimed = self._claim(tx, new.id, *claim_for)
-            return _response(row), True, claimed
+            return created, True, inserted
 
         return await self._write("create response", op)
 
@@ -161,8 +186,9 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
             return None
         return _response(row)
 
-    def _admit(self, tx: Tx, new: NewResponse, rules: Admission) -> None:
-        """Apply the tenant's and the lane's rules for a new turn (docs/guarantees.md, Steering)."""
+    def _admit(self, tx: Tx, new: NewResponse, rules: Admission) -> bool:
+        """Apply the tenant's and the lane's rules for a new turn (docs/guarantees.md,
+        Steering); True when its lane has no unfinished turn, so that it heads its lane."""
         if rules.max_queued_tenant is not None and new.status == "queued":
             row = _fetchone(
                 tx.conn,
@@ -178,7 +204,7 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
             (lane,),
         )
         if not rows:
-            return
+            return True
         if rules.reject_if_busy:
             raise LaneBusy(f"lane {lane} has an unfinished turn")
         queued = sum(1 for row in rows if row[1] == "queued")
@@ -193,6 +219,7 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
                 f" AND (steer IS NULL OR steer = 'steer'){_LANE_HEAD}",
                 (rules.steer, time.time(), lane),
             )
+        return False
 
     async def claim(self, response_id: str, owner: str, lease_ttl: float) -> ResponseRecord | None:
         """Take a queued response for `owner`; None if it is not queued any more."""
