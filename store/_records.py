@@ -3,7 +3,7 @@ so that hot paths (poll, replay) can hand them to the client without a decode/en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 
@@ -177,4 +177,18 @@ def response_record(row: Columns) -> ResponseRecord:
         recoveries=row["recoveries"],
         step=row["step"],
         steer=row["steer"],
+    )
+
+
+def as_created(inserted: ResponseRecord, new: NewResponse) -> ResponseRecord:
+    """A background response inserted already claimed, as its create tells the client of
+    it: created and queued, owned by nobody yet (the claim is the runner's news)."""
+    return replace(
+        inserted,
+        status=new.status,
+        snapshot=new.snapshot,
+        owner=new.owner,
+        epoch=0,
+        lease_expires_at=new.lease_expires_at,
+        conversation_upto=new.conversation_upto,
     )

@@ -41,12 +41,11 @@ COMMITTED with many hosts writing at once:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import Conflict, IdempotencyMismatch, LaneBusy, TooManyQueued
-from .._records import Admission, EventRow, ItemRow, NewResponse, ResponseRecord
+from .._records import Admission, EventRow, ItemRow, NewResponse, ResponseRecord, as_created
 from ._base import PostgresBase, insert_events, notify_signal
 from ._database import Tx
 from ._sql import (
@@ -169,17 +168,7 @@ class LaneStore(PostgresBase):
             )
             if inserted.status == new.status:
                 return inserted, True, None
-            # Inserted claimed: the client is told of the response as created, queued.
-            record = dataclasses.replace(
-                inserted,
-                status=new.status,
-                snapshot=new.snapshot,
-                owner=new.owner,
-                epoch=0,
-                lease_expires_at=None,
-                conversation_upto=new.conversation_upto,
-            )
-            return record, True, inserted
+            return as_created(inserted, new), True, inserted
 
         return await self._write("create response", op)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -25,7 +24,15 @@ from .._errors import (
     StoreOpenError,
     TooManyQueued,
 )
-from .._records import Admission, EventRow, Fence, ItemRow, NewResponse, ResponseRecord
+from .._records import (
+    Admission,
+    EventRow,
+    Fence,
+    ItemRow,
+    NewResponse,
+    ResponseRecord,
+    as_created,
+)
 from ._base import (
     _LANE_HEAD,
     _RESPONSE_COLUMNS,
@@ -152,17 +159,7 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
             inserted = _response(row)
             if claim is None:
                 return inserted, True, None
-            # Inserted claimed: the client is told of the response as created, queued.
-            created = dataclasses.replace(
-                inserted,
-                status=new.status,
-                snapshot=new.snapshot,
-                owner=new.owner,
-                epoch=0,
-                lease_expires_at=new.lease_expires_at,
-                conversation_upto=new.conversation_upto,
-            )
-            return created, True, inserted
+            return as_created(inserted, new), True, inserted
 
         return await self._write("create response", op)
 
