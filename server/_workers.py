@@ -84,7 +84,7 @@ class Supervisor:
                     continue
                 del self.workers[index]
                 if self.stopping:
-                    status = status or code
+                    status = status or (code if code >= 0 else 1)  # killed while draining
                 elif code == STARTUP_ERROR:
                     log.error("worker %d could not start; stopping the others", index + 1)
                     status = STARTUP_ERROR
@@ -101,6 +101,8 @@ class Supervisor:
         return status
 
     def _start(self, one: WorkerSockets) -> None:
+        if self.stopping:  # a signal came while starting, or during a restart's pause
+            return
         env = {**os.environ, WORKER_ENV: one.encode()}
         proc = subprocess.Popen(
             [sys.executable, "-m", "server", *self.argv], env=env, pass_fds=one.fds

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -99,6 +100,21 @@ def test_a_killed_worker_is_restarted_and_its_response_recovered(
     assert "exited with -9; restarting it" in server.log()
     assert set(worker_pids(server)[2:]).isdisjoint(first)
     assert server.stop(signal.SIGTERM) == 0
+
+
+def test_a_sigterm_just_after_a_worker_died_restarts_nothing(
+    start_server: StartServer,
+) -> None:
+    server = start_workers(start_server)
+    first = worker_pids(server)
+
+    os.kill(first[0], signal.SIGKILL)
+    time.sleep(0.5)  # most often inside the parent's pause before a restart
+    code = server.stop(signal.SIGTERM)
+
+    assert code in (0, 1)  # 1 when the parent saw the death only while stopping
+    assert worker_pids(server) == first
+    assert not alive(first[1])
 
 
 def test_each_worker_serves_its_own_metrics_port(start_server: StartServer) -> None:
