@@ -200,6 +200,7 @@ class TurnRunner:
                 if self._step >= budget.steps:
                     return Outcome(ResponseStatus.INCOMPLETE, incomplete_reason="max_steps")
                 await self._compact(compactor, history)
+                self._stop.check()  # a drain or cancel that came during the compaction
                 incomplete, deltas = await self._model_step(agent, history)
                 first = len(self._emitter.output)
                 # Closing the step's message goes with its calls: with server calls, both

@@ -186,7 +186,11 @@ def bind_workers(settings: Settings) -> list[WorkerSockets]:
             f"{settings.host}:{settings.metrics_port + i}" for i in range(settings.workers)
         ]
     api, *metrics = bind_all(addresses)
-    return [WorkerSockets(i, api, metrics[i] if metrics else None) for i in range(settings.workers)]
+    parent = os.getpid()
+    return [
+        WorkerSockets(i, parent, api, metrics[i] if metrics else None)
+        for i in range(settings.workers)
+    ]
 
 
 def _why(exc: OSError) -> str:
@@ -231,7 +235,9 @@ async def run(settings: Settings, worker: WorkerSockets | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    orphan_watch = None if worker is None else asyncio.create_task(stop_when_orphaned(stop))
+    orphan_watch = (
+        None if worker is None else asyncio.create_task(stop_when_orphaned(worker.parent, stop))
+    )
     if agent is None:
         model = "none (named agents only)"
     elif isinstance(agent, Workflow):
@@ -277,10 +283,10 @@ class RuntimeStopped(Exception):
     """The runtime stopped for good: the process exits non-zero, to be restarted."""
 
 
-async def stop_when_orphaned(stop: asyncio.Event) -> None:
+async def stop_when_orphaned(parent: int, stop: asyncio.Event) -> None:
     """A worker whose parent died (SIGKILL, OOM) stops as on SIGTERM rather than serve on
-    unsupervised: the parent polls nothing then, and restarts nothing."""
-    parent = os.getppid()
+    unsupervised: the parent polls nothing then, and restarts nothing. `parent` is the
+    pid the parent wrote down, so a death before this worker got here counts too."""
     while os.getppid() == parent:  # noqa: ASYNC110  (no event says a parent died)
         await asyncio.sleep(ORPHAN_CHECK_INTERVAL)
     log.warning("the parent of --workers died; this worker stops")

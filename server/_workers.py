@@ -10,8 +10,9 @@ once their leases lapse. The workers serve their own counters on metrics ports P
 
 The parent holds no state. It forwards SIGTERM and SIGINT to every worker and waits for
 them all (each drains as a single server does). A worker that dies while the server is not
-stopping is started again after a pause; one that exits 2 (a start-up error: the same
-settings would fail again) stops the others, and the parent exits 2.
+stopping is started again after a pause; one that exits 2 at its first start (a start-up
+error: the same settings would fail again) stops the others, and the parent exits 2. A
+restarted worker's start-up error (the store down for a moment) is retried like a death.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from types import FrameType
 
 log = logging.getLogger("server")
 
-# How a worker learns it is one: "INDEX:API_FD" or "INDEX:API_FD:METRICS_FD". Not a
-# setting (Settings ignores unknown DURABLE_RESPONSES_ variables); only the parent sets it.
+# How a worker learns it is one: "INDEX:PARENT:API_FD" or "INDEX:PARENT:API_FD:METRICS_FD".
+# Not a setting (Settings ignores unknown DURABLE_RESPONSES_ variables); only the parent
+# sets it.
 WORKER_ENV = "DURABLE_RESPONSES_WORKER"
 
 STARTUP_ERROR = 2
@@ -38,15 +40,16 @@ POLL_INTERVAL = 0.2
 
 @dataclass(frozen=True)
 class WorkerSockets:
-    """What the parent hands worker `index`: its inherited listening descriptors."""
+    """What the parent (pid `parent`) hands worker `index`: its inherited listening
+    descriptors."""
 
     index: int
+    parent: int
     api_fd: int
     metrics_fd: int | None = None
 
     def encode(self) -> str:
-        fds = [self.api_fd] if self.metrics_fd is None else [self.api_fd, self.metrics_fd]
-        return ":".join(str(n) for n in (self.index, *fds))
+        return ":".join(str(n) for n in (self.index, self.parent, *self.fds))
 
     @property
     def fds(self) -> tuple[int, ...]:
@@ -57,8 +60,8 @@ class WorkerSockets:
         value = os.environ.get(WORKER_ENV)
         if not value:
             return None
-        index, api, *metrics = (int(part) for part in value.split(":"))
-        return cls(index, api, metrics[0] if metrics else None)
+        index, parent, api, *metrics = (int(part) for part in value.split(":"))
+        return cls(index, parent, api, metrics[0] if metrics else None)
 
 
 class Supervisor:
@@ -68,7 +71,8 @@ class Supervisor:
         self.argv = argv
         self.sockets = sockets
         self.workers: dict[int, subprocess.Popen[bytes]] = {}
-        self.stopping = False
+        self.restarted: set[int] = set()
+        self.stopping: signal.Signals | None = None
 
     def run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -83,9 +87,9 @@ class Supervisor:
                 if code is None:
                     continue
                 del self.workers[index]
-                if self.stopping:
+                if self.stopping is not None:
                     status = status or (code if code >= 0 else 1)  # killed while draining
-                elif code == STARTUP_ERROR:
+                elif code == STARTUP_ERROR and index not in self.restarted:
                     log.error("worker %d could not start; stopping the others", index + 1)
                     status = STARTUP_ERROR
                     self._stop_all(signal.SIGTERM)
@@ -96,12 +100,15 @@ class Supervisor:
                         proc.pid,
                         code,
                     )
+                    # A restart's start-up error (the store down for a moment) is
+                    # retried too: only a first start's says the settings cannot work.
+                    self.restarted.add(index)
                     time.sleep(RESTART_PAUSE)
                     self._start(self.sockets[index])
         return status
 
     def _start(self, one: WorkerSockets) -> None:
-        if self.stopping:  # a signal came while starting, or during a restart's pause
+        if self.stopping is not None:  # a signal came while starting, or during a restart's pause
             return
         env = {**os.environ, WORKER_ENV: one.encode()}
         proc = subprocess.Popen(
@@ -109,12 +116,14 @@ class Supervisor:
         )
         self.workers[one.index] = proc
         log.info("worker %d started (pid %d)", one.index + 1, proc.pid)
+        if self.stopping is not None:  # the signal came while it was being started
+            proc.send_signal(self.stopping)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stop_all(signal.Signals(signum))
 
     def _stop_all(self, sig: signal.Signals) -> None:
-        self.stopping = True
+        self.stopping = sig
         for proc in self.workers.values():
             if proc.poll() is None:
                 proc.send_signal(sig)

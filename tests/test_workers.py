@@ -3,6 +3,7 @@ one parent (server/_workers.py)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -117,14 +118,49 @@ def test_a_sigterm_just_after_a_worker_died_restarts_nothing(
     assert not alive(first[1])
 
 
+def test_a_restarted_worker_that_cannot_start_is_retried_while_the_others_serve(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    module = tmp_path / "agents" / "my_agent.py"
+    module.parent.mkdir()
+    module.write_text("from recovery import Agent\nagent = Agent()\n")
+    server = start_workers(
+        start_server, "--agent", "my_agent:agent", "--agent-path", str(module.parent)
+    )
+    away = module.rename(module.with_suffix(".away"))  # a restart now fails to start (2)
+
+    os.kill(worker_pids(server)[0], signal.SIGKILL)
+    wait_until(
+        lambda: "exited with 2; restarting it" in server.log(),
+        lambda: f"a failed restart:\n{server.log()}",
+    )
+    with make_client(server.url) as sdk:
+        assert sdk.responses.create(model="m", input="still here").status == "completed"
+    away.rename(module)
+
+    wait_until(lambda: listening(server) == 3, lambda: f"the worker back:\n{server.log()}")
+    assert server.stop(signal.SIGTERM) == 0
+
+
 def test_each_worker_serves_its_own_metrics_port(start_server: StartServer) -> None:
     first = two_free_ports()
     server = start_workers(start_server, "--metrics-port", str(first))
 
+    pages: dict[int, httpx.Response] = {}
+
+    def answered(port: int) -> bool:  # a socket listens once its worker serves
+        try:
+            pages[port] = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+        except httpx.TransportError:
+            return False
+        return True
+
     for port in (first, first + 1):
-        page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
-        assert page.status_code == 200
-        assert "durable_responses" in page.text
+        wait_until(
+            functools.partial(answered, port), lambda: f"metrics on {first}+:\n{server.log()}"
+        )
+        assert pages[port].status_code == 200
+        assert "durable_responses" in pages[port].text
     assert server.stop(signal.SIGTERM) == 0
 
 
