@@ -183,7 +183,7 @@ class Sampled:
                 return int(float(line.split()[-1]))
         return 0
 
-    def command(self, command: str, deadline: float = 10.0) -> None:
+    def command(self, command: str, deadline: float = 30.0) -> None:
         """Have the sampler carry out `command` (start ... / stop); wait until it has."""
         staged = self.control / "command.new"
         staged.write_text(command)
