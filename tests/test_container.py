@@ -243,6 +243,10 @@ def test_the_cluster_profile_balances_every_replica_on_one_postgresql() -> None:
     assert len(replicas) >= 2
     assert all(services[n]["profiles"] == ["cluster"] for n in [*replicas, "postgres", "lb"])
     assert all("postgres" in services[n]["depends_on"] for n in replicas)
+    main = services["durable-responses"]
+    # Built as the default service is, so a fresh clone needs no build of its own first.
+    assert all(services[n].get("build") == main["build"] for n in replicas)
+    assert all(services[n]["image"] == main["image"] for n in replicas)
     haproxy = (REPO / "deploy" / "haproxy.cfg").read_text()
     balanced = re.findall(r"^\s*server (\S+) (\S+):8000 check", haproxy, re.MULTILINE)
     assert sorted(host for _, host in balanced) == replicas

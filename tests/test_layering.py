@@ -1,6 +1,7 @@
 """The packages' layering, read from the source with `ast` (CONVENTIONS.md, ARCHITECTURE.md
 "Packages"): imports flow `server -> recovery -> store` and never back, no package imports
-another's private names, and SQL is written only in `store/`.
+another's private names, no package above `store` names one of its backends, and SQL is
+written only in `store/`.
 
 Every import counts, a type-only one (`if TYPE_CHECKING:`) too: it couples the packages
 all the same. An exception has to be listed in EXCEPTIONS with the reason it cannot go.
@@ -28,6 +29,18 @@ MAY_IMPORT = {
 # Empty: the server opens the store through `recovery.open_store`, and gets the store's
 # records and errors from `recovery` too.
 EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+# What names a backend of `store`: its subpackages and what they export. Above `store`
+# only the backend-neutral surface (the Store protocol, records, errors, open_store) is
+# used, so that the server runs the same on either backend and a backend can change alone.
+BACKENDS = {
+    "sqlite",
+    "postgres",
+    "SQLiteStore",
+    "PostgresStore",
+    "open_sqlite_store",
+    "open_postgres_store",
+}
 
 # A string that begins like an SQL statement (keywords in capitals, as the store writes
 # them); prose such as "Delete a finished response" does not match.
@@ -63,7 +76,7 @@ def _imports(tree: ast.AST) -> Iterator[tuple[int, str, list[str]]]:
 
 def layering_violations(module: str, source: str) -> list[str]:
     """What `module` (a path such as `server/_app.py`) imports against MAY_IMPORT, or of
-    another package's private names, apart from EXCEPTIONS."""
+    another package's private names, or a backend of `store`, apart from EXCEPTIONS."""
     own = module.split("/")[0]
     found = []
     for line, dotted, names in _imports(ast.parse(source)):
@@ -76,6 +89,9 @@ def layering_violations(module: str, source: str) -> list[str]:
         private = [part for part in rest + names if part.startswith("_")]
         if private:
             found.append(f"{where}: private name {private[0]} of another package")
+        backend = [part for part in rest + names if part in BACKENDS]
+        if package == "store" and backend:
+            found.append(f"{where}: store backend {backend[0]}; use the Store protocol")
     return found
 
 
@@ -157,7 +173,18 @@ def test_every_exception_is_still_needed() -> None:
         pytest.param("server/_x.py", "from recovery._runtime import Runtime\n", 1, id="private"),
         pytest.param("server/_x.py", "from recovery import _history\n", 1, id="private-name"),
         pytest.param("server/_x.py", "from recovery import Runtime\n", 0, id="allowed"),
-        pytest.param("recovery/_x.py", "from store import SQLiteStore\n", 0, id="allowed-2"),
+        pytest.param("recovery/_x.py", "from store import Store, open_store\n", 0, id="allowed-2"),
+        pytest.param("recovery/_x.py", "from store import SQLiteStore\n", 1, id="backend-class"),
+        pytest.param("recovery/_x.py", "from store import PostgresStore\n", 1, id="backend-pg"),
+        pytest.param("recovery/_x.py", "import store.sqlite\n", 1, id="backend-module"),
+        pytest.param("recovery/_x.py", "from store import postgres\n", 1, id="backend-name"),
+        pytest.param(
+            "recovery/_x.py", "from store.postgres import open_postgres_store\n", 1, id="backend-2"
+        ),
+        pytest.param(
+            "recovery/_x.py", "from store.sqlite._store import migrate\n", 2, id="backend-private"
+        ),
+        pytest.param("server/_x.py", "from store import SQLiteStore\n", 2, id="server-backend"),
         pytest.param("server/_y.py", "from ._x import helper\n", 0, id="relative"),
     ],
 )
