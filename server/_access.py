@@ -11,44 +11,35 @@ never a body, a header or a key. `--no-access-log` turns the line off, not the m
 from __future__ import annotations
 
 import logging
-import time
+from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from ._metrics import Metrics
 
 log = logging.getLogger("server.access")
 
 
-class AccessMiddleware:
-    def __init__(self, app: ASGIApp, metrics: Metrics, access_log: bool = True) -> None:
-        self.app = app
+class AccessLog:
+    def __init__(self, metrics: Metrics, access_log: bool = True) -> None:
         self.metrics = metrics
         self.access_log = access_log
+        # The labelled children by (route, method, status): `labels()` locks and checks
+        # its arguments on every call. Bounded by the routes, methods and statuses.
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def capture(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, capture)
-        finally:
-            self._record(scope, status, time.perf_counter() - started)
-
-    def _record(self, scope: Scope, status: int, seconds: float) -> None:
+    def record(self, scope: Scope, status: int, seconds: float) -> None:
         route = getattr(scope.get("endpoint"), "__name__", "unmatched")
         method = scope["method"]
-        self.metrics.requests.labels(route, method, str(status)).inc()
-        self.metrics.request_seconds.labels(route, method).observe(seconds)
+        key = (route, method, status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (
+                self.metrics.requests.labels(route, method, str(status)),
+                self.metrics.request_seconds.labels(route, method),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
         if not self.access_log:
             return
         tenant = scope.get("state", {}).get("tenant")

@@ -25,14 +25,13 @@ from recovery import (
 )
 
 from . import _conversations_routes, _models_routes, _responses_routes, _websocket
-from ._access import AccessMiddleware
-from ._auth import AuthMiddleware, Keys
-from ._connection import KeepAliveMiddleware
+from ._access import AccessLog
+from ._auth import Keys
 from ._context import AppContext, context
 from ._embedded_model import EmbeddedModel
 from ._errors import EXCEPTION_HANDLERS
 from ._metrics import Metrics
-from ._middleware import RequestIdMiddleware
+from ._middleware import EdgeMiddleware
 from ._models_routes import ModelCatalog, UpstreamModels
 from ._openapi import build_document, openapi_endpoint
 from ._settings import Settings
@@ -200,10 +199,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(KeepAliveMiddleware),
-            Middleware(RequestIdMiddleware),
-            Middleware(AccessMiddleware, metrics=metrics, access_log=config.access_log),
-            Middleware(AuthMiddleware, keys=keys),
+            Middleware(EdgeMiddleware, keys=keys, access=AccessLog(metrics, config.access_log)),
         ],
         exception_handlers=handlers,
         lifespan=lifespan,

@@ -14,11 +14,10 @@ SHA-256 digests of the keys are kept in memory, and keys are never logged.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
 from ._errors import APIError
 
@@ -85,36 +84,14 @@ def authenticate(keys: Keys, header: str) -> str:
     return tenant
 
 
-class AuthMiddleware:
-    """Resolves the caller's tenant into `scope["state"]["tenant"]`, or answers 401."""
-
-    def __init__(self, app: ASGIApp, keys: Keys) -> None:
-        self.app = app
-        self.keys = keys
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # not lifespan: its state is copied into every request
-            await self.app(scope, receive, send)
-            return
-        if self.keys.open:
-            scope.setdefault("state", {})["tenant"] = OPEN_TENANT
-            await self.app(scope, receive, send)
-            return
-        if scope["path"] in _EXEMPT:
-            await self.app(scope, receive, send)
-            return
-        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-        try:
-            tenant = authenticate(self.keys, header)
-        except APIError as refused:
-            await _deny(send, refused)
-            return
-        scope.setdefault("state", {})["tenant"] = tenant
-        await self.app(scope, receive, send)
-
-
-async def _deny(send: Send, refused: APIError) -> None:
-    headers = [(b"content-type", b"application/json")]
-    headers += [(k.encode(), v.encode()) for k, v in refused.response_headers().items()]
-    await send({"type": "http.response.start", "status": refused.status, "headers": headers})
-    await send({"type": "http.response.body", "body": json.dumps(refused.envelope()).encode()})
+def request_tenant(keys: Keys, scope: Scope) -> str | None:
+    """The tenant of an HTTP request (None for the probes when keys are set); an APIError
+    401 for a missing or unknown key."""
+    if keys.open:
+        return OPEN_TENANT
+    if scope["path"] in _EXEMPT:
+        return None
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return authenticate(keys, value.decode("latin-1"))
+    return authenticate(keys, "")

@@ -1,7 +1,7 @@
 """HTTP/1.1 keep-alive after an answer that does not wait for the request body.
 
 Many answers are given before the request body has been read: a 405 or 404 from the
-router, a 401 from AuthMiddleware, a 413 from `read_body` (on the declared length, or
+router, a 401 for a missing key, a 413 from `read_body` (on the declared length, or
 part-way through a chunked body). Hypercorn then closes the connection once the response
 is written, because the rest of the body is still unread (its `_maybe_recycle`), but the
 response does not say so: a client that keeps connections alive (httpx, the OpenAI SDK)
@@ -9,52 +9,44 @@ puts the connection back in its pool and may send its next request on it before 
 close arrives, and that request fails with "Server disconnected without sending a
 response". Under load the gap between the response and the close is wide enough to hit.
 
-`KeepAliveMiddleware` sees every HTTP/1.x response with a request body the app has not
-read to its end. It first reads and drops the rest of that body, a little of it
-(DRAIN_BYTES) for a short while (DRAIN_SECONDS): a small body that is on its way (the
-usual case) is then read whole, and the connection stays usable. Otherwise the response
-says `Connection: close`, so that no client reuses a connection the server is closing.
+The edge middleware (server/_middleware.py) watches every HTTP/1.x request with a body;
+when the app answers before reading that body to its end, it first reads and drops the
+rest of that body, a little of it (DRAIN_BYTES) for a short while (DRAIN_SECONDS): a
+small body that is on its way (the usual case) is then read whole, and the connection
+stays usable. Otherwise the response says `Connection: close`, so that no client reuses
+a connection the server is closing.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope
 
 DRAIN_BYTES = 64 * 1024  # the most of an unread body read (and dropped) to keep a connection
 DRAIN_SECONDS = 1.0  # the longest a response waits for the rest of an unread body
 
 
-class KeepAliveMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope.get("http_version") not in ("1.0", "1.1")
-            or not _has_body(scope)
-        ):
-            await self.app(scope, receive, send)
-            return
-        body = _Body(receive, _declared_length(scope))
-
-        async def send_framed(message: Message) -> None:
-            if message["type"] == "http.response.start" and not await body.drained():
-                headers = [
-                    (name, value)
-                    for name, value in message.get("headers", [])
-                    if name.lower() != b"connection"
-                ]
-                headers.append((b"connection", b"close"))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, body.receive, send_framed)
+def unread_body(scope: Scope, receive: Receive) -> RequestBody | None:
+    """The request's body to watch, for an HTTP/1.x request that has one; else None."""
+    if scope.get("http_version") not in ("1.0", "1.1") or not _has_body(scope):
+        return None
+    return RequestBody(receive, _declared_length(scope))
 
 
-class _Body:
+async def framed(start: Message, body: RequestBody) -> Message:
+    """The `http.response.start` message, saying `Connection: close` when the request's
+    body could not be read to its end."""
+    if await body.drained():
+        return start
+    headers = [
+        (name, value) for name, value in start.get("headers", []) if name.lower() != b"connection"
+    ]
+    headers.append((b"connection", b"close"))
+    return {**start, "headers": headers}
+
+
+class RequestBody:
     """The request's `receive`, knowing whether the body's last part has been received."""
 
     def __init__(self, receive: Receive, declared: int | None) -> None:

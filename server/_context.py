@@ -34,7 +34,7 @@ def context(request: Request) -> AppContext:
 
 
 def tenant(request: Request) -> str:
-    """The caller's tenant, resolved from its API key by AuthMiddleware ("" when open)."""
+    """The caller's tenant, resolved from its API key by the edge middleware ("" when open)."""
     value: str = request.scope.get("state", {}).get("tenant", "")
     return value
 

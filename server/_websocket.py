@@ -67,7 +67,7 @@ class SocketEndpoint:
                 _log(websocket, status, who, time.perf_counter() - started)
 
     def _tenant(self, websocket: WebSocket) -> str:
-        """The tenant of the upgrade's API key, as AuthMiddleware finds it for HTTP."""
+        """The tenant of the upgrade's API key, as the edge middleware finds it for HTTP."""
         if self._keys.open:
             return OPEN_TENANT
         return authenticate(self._keys, websocket.headers.get("authorization", ""))
