@@ -183,7 +183,10 @@ class Runs:
     ) -> tuple[TurnRunner, MemorySink]:
         """Run a foreground turn; its events go to the returned sink (kept only if `stream`)."""
         sink = MemorySink(keep=stream)
-        runner = self._runner(record, sink, Fence(self.owner, record.epoch))
+        # Fresh: its request just created it, so no step of it was recorded; a process
+        # that took it over meanwhile fences this runner off at its first write, before
+        # any tool runs.
+        runner = self._runner(record, sink, Fence(self.owner, record.epoch), fresh=True)
         self.spawn(self._drive(runner, wait_for_lane=record.lane))
         return runner, sink
 

@@ -11,7 +11,6 @@ never a body, a header or a key. `--no-access-log` turns the line off, not the m
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from starlette.types import Scope
 
@@ -24,22 +23,12 @@ class AccessLog:
     def __init__(self, metrics: Metrics, access_log: bool = True) -> None:
         self.metrics = metrics
         self.access_log = access_log
-        # The labelled children by (route, method, status): `labels()` locks and checks
-        # its arguments on every call. Bounded by the routes, methods and statuses.
-        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def record(self, scope: Scope, status: int, seconds: float) -> None:
         route = getattr(scope.get("endpoint"), "__name__", "unmatched")
         method = scope["method"]
-        key = (route, method, status)
-        children = self._children.get(key)
-        if children is None:
-            children = self._children[key] = (
-                self.metrics.requests.labels(route, method, str(status)),
-                self.metrics.request_seconds.labels(route, method),
-            )
-        children[0].inc()
-        children[1].observe(seconds)
+        self.metrics.child(self.metrics.requests, route, method, str(status)).inc()
+        self.metrics.child(self.metrics.request_seconds, route, method).observe(seconds)
         if not self.access_log:
             return
         tenant = scope.get("state", {}).get("tenant")

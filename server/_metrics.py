@@ -12,6 +12,8 @@ capped at `MAX_MODELS` distinct values, then counted as "other".
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse, Response
@@ -33,6 +35,7 @@ class Metrics(Observer):
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
         self._models: set[str] = set()
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
         self.requests = Counter(
             f"{PREFIX}_http_requests",
             "HTTP requests by route (endpoint name), method and status.",
@@ -144,7 +147,7 @@ class Metrics(Observer):
                 model.on_status = self.upstream_status
 
     def upstream_status(self, status: str) -> None:
-        self.upstream.labels(status).inc()
+        self.child(self.upstream, status).inc()
 
     def _model(self, name: str) -> str:
         if name not in self._models and len(self._models) >= MAX_MODELS:
@@ -152,36 +155,50 @@ class Metrics(Observer):
         self._models.add(name)
         return name
 
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, kept: `labels()` takes a lock and checks its
+        arguments on every call, and a response calls it about ten times."""
+        key = (metric, labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
+
     # Observer hooks (called by the runtime)
     def response_finished(self, end: ResponseEnd) -> None:
         super().response_finished(end)
-        self.finished.labels(end.status).inc()
-        self.response_seconds.labels(end.status).observe(end.seconds)
+        self.child(self.finished, end.status).inc()
+        self.child(self.response_seconds, end.status).observe(end.seconds)
 
     def recovery_started(self) -> None:
         self.recoveries.inc()
 
     def tool_call(self, outcome: str, tool: str = "", seconds: float | None = None) -> None:
-        self.tool_calls.labels(outcome).inc()
+        self.child(self.tool_calls, outcome).inc()
         if seconds is not None:
-            self.tool_seconds.labels(tool, outcome).observe(seconds)
+            self.child(self.tool_seconds, tool, outcome).observe(seconds)
 
     def model_called(self, call: ModelCall) -> None:
         model = self._model(call.model)
-        self.model_calls.labels(model, call.outcome).inc()
-        self.model_seconds.labels(model).observe(call.seconds)
+        self.child(self.model_calls, model, call.outcome).inc()
+        self.child(self.model_seconds, model).observe(call.seconds)
         if call.first_event_seconds is not None:
-            self.first_event_seconds.labels(model).observe(call.first_event_seconds)
-        self.input_tokens.labels(model).inc(call.input_tokens)
-        self.output_tokens.labels(model).inc(call.output_tokens)
+            self.child(self.first_event_seconds, model).observe(call.first_event_seconds)
+        self.child(self.input_tokens, model).inc(call.input_tokens)
+        self.child(self.output_tokens, model).inc(call.output_tokens)
 
     def model_retried(self, model: Model, request: ModelRequest) -> None:
-        self.model_retries.labels(self._model(self.model_label(model, request))).inc()
+        self.child(self.model_retries, self._model(self.model_label(model, request))).inc()
 
     def commit(self, seconds: float, operations: int) -> None:
         self.commit_seconds.observe(seconds)
 
-    async def render(self, inspector: Inspector) -> bytes:
+    async def render(self, inspector: Inspector | None) -> bytes:
+        """The page; without an inspector (the store not reachable yet) the store's
+        gauges keep their values and `ready` is 0."""
+        if inspector is None:
+            self.ready.set(0)
+            return generate_latest(self.registry)
         gauges = await inspector.gauges()
         self.active_runs.set(gauges.active_runs)
         self.queue_depth.set(gauges.queued)
@@ -220,5 +237,6 @@ class _MetricsPage:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         metrics: Metrics = self.api.state.metrics
-        body = await metrics.render(self.api.state.context.inspector)
+        context = getattr(self.api.state, "context", None)  # none while the store is waited for
+        body = await metrics.render(None if context is None else context.inspector)
         await Response(body, media_type=CONTENT_TYPE)(scope, receive, send)
