@@ -3,7 +3,7 @@ opened for the app's lifetime, and errors in the OpenAI envelope."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,6 +20,8 @@ from recovery import (
     Model,
     Runtime,
     RuntimeSettings,
+    StoreOpenError,
+    StoreUnreachableError,
     Workflow,
     open_store,
 )
@@ -27,7 +29,7 @@ from recovery import (
 from . import _conversations_routes, _models_routes, _responses_routes, _websocket
 from ._access import AccessLog
 from ._auth import Keys
-from ._context import AppContext, context
+from ._context import AppContext, context, store_wait
 from ._embedded_model import EmbeddedModel
 from ._errors import EXCEPTION_HANDLERS
 from ._metrics import Metrics
@@ -36,6 +38,7 @@ from ._models_routes import ModelCatalog, UpstreamModels
 from ._openapi import build_document, openapi_endpoint
 from ._settings import Settings
 from ._sse import StreamSlots
+from ._store_wait import StoreWait
 from ._upstream import UpstreamModel
 from ._upstream_http import HTTPUpstream
 from ._upstream_responses import ResponsesUpstreamModel
@@ -114,9 +117,14 @@ def runtime_settings(settings: Settings) -> RuntimeSettings:
 
 
 async def healthz(request: Request) -> Response:
-    """Alive while the runtime runs: 503 once it has stopped for good (the process then
-    exits for its supervisor to restart it)."""
-    if not context(request).runtime.alive:
+    """Alive while the runtime runs, and while it waits for a store that was unreachable
+    at start-up: 503 once it has stopped for good (the process then exits for its
+    supervisor to restart it)."""
+    wait = store_wait(request)
+    ctx: AppContext | None = getattr(request.app.state, "context", None)
+    if wait is not None and wait.failure is not None:
+        return JSONResponse({"status": "stopped"}, status_code=503)
+    if (wait is None or ctx is not None) and not context(request).runtime.alive:
         return JSONResponse({"status": "stopped"}, status_code=503)
     return JSONResponse({"status": "ok"})
 
@@ -124,11 +132,26 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     """Ready when the runtime runs, the store can be read and written (not a full disk,
     not a deleted database file) and the first recovery scan is done; else 503 with the
-    state and the reason."""
+    state and the reason (`store_unavailable` while a store that was unreachable at
+    start-up is still waited for)."""
+    wait = store_wait(request)
+    ctx: AppContext | None = getattr(request.app.state, "context", None)
+    if wait is not None and ctx is None:
+        state, why = _waiting(wait)
+        return JSONResponse({"status": state, "reason": why}, status_code=503)
     state, reason = await context(request).runtime.readiness()
     if reason is not None:
         return JSONResponse({"status": state, "reason": reason}, status_code=503)
     return JSONResponse({"status": state})
+
+
+def _waiting(wait: StoreWait) -> tuple[str, str]:
+    """The readiness of an app that waits for its store (it has no runtime yet)."""
+    if wait.failure is not None:
+        return "stopped", wait.reason
+    if wait.opened:
+        return "starting", "the store is open; the runtime is starting"
+    return "store_unavailable", wait.reason
 
 
 def create_app(
@@ -155,8 +178,11 @@ def create_app(
     metrics.watch(fallback, *own_models)
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def serving(opened: Callable[[], None]) -> AsyncIterator[None]:
+        """The store and the runtime on it for the block, the routes' context set;
+        `opened` is called once the store is open."""
         async with open_store(config.db) as store:
+            opened()
             store.on_commit(metrics.commit)
             runtime = Runtime(
                 store, hosted, fallback, runtime_settings(config), metrics, agents=named
@@ -182,6 +208,33 @@ def create_app(
                     if close is not None:
                         await close()
 
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        app.state.store_wait = None
+        opened = False
+
+        def open_now() -> None:
+            nonlocal opened
+            opened = True
+
+        try:
+            async with serving(open_now):
+                yield
+            return
+        except StoreUnreachableError as exc:
+            if opened:
+                raise
+            unreachable = exc
+        # The database server cannot be reached yet: serve 503s while a task retries
+        # (server/_store_wait.py).
+        wait = StoreWait(serving, unreachable)
+        app.state.store_wait = wait
+        wait.start()
+        try:
+            yield
+        finally:
+            await wait.stop()
+
     api: list[BaseRoute] = [
         *_responses_routes.ROUTES,
         *_websocket.routes(keys),  # WebSocket mode on /responses (protocol.md section 13)
@@ -205,4 +258,22 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.metrics = metrics
+    app.state.settings = config
+    app.state.store_wait = None
     return app
+
+
+async def wait_stopped(app: Starlette) -> None:
+    """Return once the app's runtime has stopped (for good, or at shutdown), or, if it
+    waited for its store, once that wait ended for good."""
+    wait: StoreWait | None = app.state.store_wait
+    if wait is not None:
+        await wait.wait_ended()
+    else:
+        await app.state.context.runtime.wait_stopped()
+
+
+def store_failure(app: Starlette) -> StoreOpenError | None:
+    """The permanent error a later attempt to open the store met, if the app waited."""
+    wait: StoreWait | None = app.state.store_wait
+    return None if wait is None else wait.failure

@@ -4,6 +4,10 @@ Start-up problems (a bad setting, an agent that does not import, a store that ca
 opened, a port already taken) are one line on stderr and exit status 2, never a
 traceback. The listening sockets are bound before the app starts, so a second server on a
 taken port exits before its runtime could recover anybody's responses.
+
+A PostgreSQL server that cannot be reached yet is not a start-up problem: the server
+starts, answers 503 and retries (server/_store_wait.py). A permanent error met by a later
+attempt (a wrong password, say) is logged, and the process exits 2 then.
 """
 
 from __future__ import annotations
@@ -26,9 +30,17 @@ from hypercorn.config import Config
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
-from recovery import Agent, StoreOpenError, Workflow, open_store, redacted, sqlite_path
+from recovery import (
+    Agent,
+    StoreOpenError,
+    StoreUnreachableError,
+    Workflow,
+    open_store,
+    redacted,
+    sqlite_path,
+)
 
-from ._app import create_app, default_model, load_keys
+from ._app import create_app, default_model, load_keys, store_failure, wait_stopped
 from ._flags import parse_settings
 from ._logging import configure_logging
 from ._metrics import MetricsListener
@@ -83,12 +95,16 @@ def _search_first(folders: list[str]) -> None:
 
 
 async def check_store(settings: Settings) -> None:
+    """A store that cannot be opened is a StartupError, unless its server cannot be
+    reached now: the app then starts and retries (server/_store_wait.py), logging it."""
     path = sqlite_path(settings.db)
     if path is not None:
         check_writable(path)
     try:
         async with open_store(settings.db):
             pass
+    except StoreUnreachableError:
+        return
     except StoreOpenError as exc:
         raise StartupError(str(exc)) from exc
 
@@ -276,11 +292,18 @@ async def run(settings: Settings, worker: WorkerSockets | None = None) -> None:
         context = getattr(app.state, "context", None)
         if context is not None and context.runtime.failure is not None:
             raise RuntimeStopped from None  # its cause is logged where it happened
+        if store_failure(app) is not None:
+            raise StoreFailed from None  # logged where it happened
     log.info("durable-responses stopped")
 
 
 class RuntimeStopped(Exception):
     """The runtime stopped for good: the process exits non-zero, to be restarted."""
+
+
+class StoreFailed(Exception):
+    """A store unreachable at start-up turned out unusable for good (a wrong password, a
+    missing database): the process exits 2, as when that is found at the first try."""
 
 
 async def stop_when_orphaned(parent: int, stop: asyncio.Event) -> None:
@@ -294,10 +317,11 @@ async def stop_when_orphaned(parent: int, stop: asyncio.Event) -> None:
 
 
 async def _until_stopped(stop: asyncio.Event, app: Starlette) -> None:
-    """Hypercorn's shutdown trigger: SIGINT or SIGTERM, or the runtime stopping for good."""
+    """Hypercorn's shutdown trigger: SIGINT or SIGTERM, or the runtime stopping for good
+    (or, while the store is waited for, an error that does not pass by itself)."""
     waits = [
         asyncio.ensure_future(stop.wait()),
-        asyncio.ensure_future(app.state.context.runtime.wait_stopped()),
+        asyncio.ensure_future(wait_stopped(app)),
     ]
     try:
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -336,5 +360,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     except RuntimeStopped:
         raise SystemExit(1) from None
+    except StoreFailed:
+        raise SystemExit(2) from None
     except KeyboardInterrupt:
         pass

@@ -1,12 +1,13 @@
 """What every route needs from the running app: the runtime, its conversations and
-read-only views, the settings, and the models it serves."""
+read-only views, the settings, and the models it serves; a 503 while there is none yet
+(the store was not reachable at start-up: server/_store_wait.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 
 from recovery import Conversations, Inspector, Runtime
 
@@ -16,6 +17,7 @@ from ._settings import Settings
 if TYPE_CHECKING:
     from ._models_routes import ModelCatalog
     from ._sse import StreamSlots
+    from ._store_wait import StoreWait
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +30,28 @@ class AppContext:
     models: ModelCatalog  # what /v1/models lists
 
 
-def context(request: Request) -> AppContext:
-    ctx: AppContext = request.app.state.context
+def context(request: HTTPConnection) -> AppContext:
+    """The running app's context; an APIError 503 with `Retry-After` while the app waits
+    for its store (nothing is stored, nothing runs)."""
+    ctx: AppContext | None = getattr(request.app.state, "context", None)
+    if ctx is None:
+        raise not_serving(store_wait(request))
     return ctx
+
+
+def store_wait(request: HTTPConnection) -> StoreWait | None:
+    """The wait for a store that was unreachable at start-up, if the app had to wait."""
+    wait: StoreWait | None = getattr(request.app.state, "store_wait", None)
+    return wait
+
+
+def not_serving(wait: StoreWait | None) -> APIError:
+    if wait is not None and wait.failure is not None:
+        message = "The store cannot be opened; the server is stopping."
+    else:
+        message = "The store is not reachable yet; send the request again later."
+    retry = wait.retry_after if wait is not None else 1
+    return APIError(503, message, type="server_error", headers={"retry-after": str(retry)})
 
 
 def tenant(request: Request) -> str:

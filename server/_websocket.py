@@ -7,8 +7,8 @@ The upgrade is checked as an HTTP request is: the API key in its `Authorization`
 gives the tenant (server/_auth.py; the middleware there sees HTTP requests only, so the
 socket checks its own upgrade the same way, with the same answers), and a tenant holds at
 most `--ws-max-sockets-per-tenant` open sockets on this process. A refusal is the HTTP
-answer to the upgrade (401, 429) in the OpenAI envelope. One access-log line is written
-per socket, when it ends (or is refused).
+answer to the upgrade (401, 429, a 503 while the store is not reachable yet) in the
+OpenAI envelope. One access-log line is written per socket, when it ends (or is refused).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from ._auth import OPEN_TENANT, Keys, authenticate
-from ._context import AppContext
+from ._context import context
 from ._errors import APIError, error_response
+from ._settings import Settings
 from ._websocket_events import error_event
 from ._websocket_session import Session
 
@@ -46,13 +47,14 @@ class SocketEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         websocket = WebSocket(scope, receive, send)
-        ctx: AppContext = websocket.app.state.context
+        settings: Settings = websocket.app.state.settings
         started = time.perf_counter()
         who: str | None = None
         status = 101
         try:
             who = self._tenant(websocket)
-            self._take(who, ctx.settings.ws_max_sockets_per_tenant)
+            ctx = context(websocket)  # a 503 while the store is not reachable yet
+            self._take(who, settings.ws_max_sockets_per_tenant)
         except APIError as error:
             status = error.status
             await _refuse(websocket, error)
@@ -63,7 +65,7 @@ class SocketEndpoint:
             finally:
                 self._give_back(who)
         finally:
-            if ctx.settings.access_log:
+            if settings.access_log:
                 _log(websocket, status, who, time.perf_counter() - started)
 
     def _tenant(self, websocket: WebSocket) -> str:

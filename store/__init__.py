@@ -16,6 +16,7 @@ from ._errors import (
     StoreError,
     StoreOpenError,
     StoreUnavailable,
+    StoreUnreachableError,
     StoreVanished,
     TooManyQueued,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "StoreError",
     "StoreOpenError",
     "StoreUnavailable",
+    "StoreUnreachableError",
     "StoreVanished",
     "TooManyQueued",
     "is_postgres",

@@ -2,6 +2,9 @@
 
     StoreError                  anything the store could not do
     +-- StoreOpenError          the database file cannot be opened, is corrupt or too new
+    |   +-- StoreUnreachableError  the database server cannot be reached now (refused,
+    |                           a timeout, a name that does not resolve, starting up, too
+    |                           many connections): a later try may work
     +-- StoreUnavailable        the database cannot be written now: its disk is full or
     |   |                       failing (this may pass by itself)
     |   +-- StoreVanished       its file was deleted or replaced while open: writes are
@@ -34,6 +37,13 @@ class StoreError(Exception):
 
 class StoreOpenError(StoreError):
     """The database cannot be opened, migrated, read or written at start-up."""
+
+
+class StoreUnreachableError(StoreOpenError):
+    """The database server cannot be reached now (PostgreSQL only): the connection is
+    refused or times out, its host name does not resolve, or the server is starting up
+    or has no connection left. Unlike the other open errors (a wrong password, a missing
+    database, a schema newer than the code), trying again later may work."""
 
 
 class StoreUnavailable(StoreError):

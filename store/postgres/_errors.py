@@ -11,6 +11,11 @@
       deadlocks still failing after our retries
     any other                                       StoreError
 
+Opening the store is sorted apart (`unreachable`): a connection that cannot be made now
+(refused, a timeout, a host name that does not resolve, class 08, a server starting up
+or shutting down, too many connections) is StoreUnreachableError, retried by the server;
+anything else (a wrong password, an unknown role or database) is StoreOpenError, fatal.
+
 `translate_asyncpg_errors` is the one place where that happens: the transaction runner,
 the reads and the lease thread all run inside it. Serialization failures and deadlocks
 (40001, 40P01) are retried first, inside it (`RETRYABLE`).
@@ -48,6 +53,32 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
+# Why a connection could not be opened, when trying again later may work.
+_UNREACHABLE: tuple[type[BaseException], ...] = (
+    OSError,  # refused, reset, no route, a host name that does not resolve (gaierror)
+    TimeoutError,  # no answer in time
+    pgerr.PostgresConnectionError,  # class 08: the connection failed or dropped
+    pgerr.CannotConnectNowError,  # 57P03: the database system is starting up
+    pgerr.AdminShutdownError,  # 57P01: it is shutting down
+    pgerr.CrashShutdownError,  # 57P02: it is restarting after a crash
+    pgerr.InsufficientResourcesError,  # class 53: too many connections, out of memory
+    asyncpg.InterfaceError,  # the client's side of a connection closed under it
+)
+# ... but not these, which the same settings meet again: a URL asyncpg cannot use, a
+# server that does not speak the protocol, a feature either side lacks.
+_NOT_UNREACHABLE: tuple[type[BaseException], ...] = (
+    asyncpg.ClientConfigurationError,
+    asyncpg.UnsupportedClientFeatureError,
+    asyncpg.UnsupportedServerFeatureError,
+    pgerr.ProtocolViolationError,
+)
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether opening the store failed because its server cannot be reached now."""
+    return isinstance(exc, _UNREACHABLE) and not isinstance(exc, _NOT_UNREACHABLE)
+
+
 def from_asyncpg(what: str, exc: BaseException) -> StoreError:
     """Ours for an asyncpg (or socket) error; its cause is set by `raise ... from exc`."""
     if isinstance(exc, StoreError):
@@ -55,8 +86,8 @@ def from_asyncpg(what: str, exc: BaseException) -> StoreError:
     if isinstance(exc, pgerr.IntegrityConstraintViolationError):
         return Conflict(f"{what}: {exc}")
     if isinstance(exc, _UNAVAILABLE):
-        return StoreUnavailable(f"{what}: the database is unavailable ({_describe(exc)})")
-    return StoreError(f"{what}: {_describe(exc)}")
+        return StoreUnavailable(f"{what}: the database is unavailable ({describe(exc)})")
+    return StoreError(f"{what}: {describe(exc)}")
 
 
 def is_translatable(exc: BaseException) -> bool:
@@ -83,7 +114,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     state = getattr(exc, "sqlstate", None)
     return f"{text} [SQLSTATE {state}]" if state else text

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
-from .._errors import StoreError, StoreOpenError
+from .._errors import StoreError, StoreOpenError, StoreUnreachableError
 from ._database import Database
-from ._errors import redact
+from ._errors import describe, redact, unreachable
 from ._leases import LeaseConnection
 from ._listen import Listener
 from ._schema import migrate
@@ -38,9 +38,10 @@ async def open_postgres_store(
 ) -> AsyncIterator[PostgresStore]:
     """Open (migrating as needed) the PostgreSQL store at `url`
     (`postgresql://user:password@host:port/database`) for the duration of the block.
-    Raises StoreOpenError with a clear message if the server cannot be reached or the
-    database's schema is newer than this server's. On leaving, the writes submitted
-    already commit, then every connection is closed."""
+    Raises StoreUnreachableError if the server cannot be reached now (a later try may
+    work), StoreOpenError with a clear message for anything else (a wrong password, a
+    missing database, a schema newer than this server's). On leaving, the writes
+    submitted already commit, then every connection is closed."""
     shown = redact(url)
     pool = await _open_pool(url, pool_size, shown)
     leases: LeaseConnection | None = None
@@ -88,7 +89,13 @@ async def _open_pool(url: str, size: int, shown: str) -> Pool:
             reset=_keep_session,
         )
     except Exception as exc:
-        raise StoreOpenError(f"cannot reach the PostgreSQL store at {shown}: {exc}") from exc
+        if unreachable(exc):
+            raise StoreUnreachableError(
+                f"cannot reach the PostgreSQL store at {shown}: {describe(exc)}"
+            ) from exc
+        raise StoreOpenError(
+            f"cannot open the PostgreSQL store at {shown}: {describe(exc)}"
+        ) from exc
 
 
 async def _keep_session(conn: Conn) -> None:
@@ -105,6 +112,10 @@ async def _migrate(pool: Pool, shown: str) -> None:
     except StoreOpenError as exc:
         raise StoreOpenError(f"the PostgreSQL store at {shown}: {exc}") from exc
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+        if unreachable(exc):  # the connection was lost while migrating
+            raise StoreUnreachableError(
+                f"cannot reach the PostgreSQL store at {shown}: {describe(exc)}"
+            ) from exc
         raise StoreOpenError(f"cannot migrate the PostgreSQL store at {shown}: {exc}") from exc
 
 

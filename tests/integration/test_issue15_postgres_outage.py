@@ -1,5 +1,6 @@
 """Issue 15, bad conditions on PostgreSQL: the database goes away while the server runs,
-and comes back; or it is not there at start-up.
+and comes back; or it is not there at start-up, and the server waits for it (503s,
+retries with backoff), unless it answers and refuses (exit 2).
 
 The server reaches a real PostgreSQL through a loopback TCP proxy that the test cuts
 (every connection reset, new ones refused) and restores: a network partition, without
@@ -9,6 +10,8 @@ touching either server.
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
 import subprocess
 import sys
 import threading
@@ -16,8 +19,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from tests.support.postgres import ThrowawayPostgres
 from tests.support.server import REPO, ServerProcess, free_port
@@ -102,16 +108,191 @@ def test_a_lost_database_gives_503s_pauses_turns_and_loses_nothing_acknowledged(
     assert "could not save" in server.log() or "recovering response" in server.log()
 
 
-def test_an_unreachable_database_at_start_up_is_a_one_line_error(tmp_path: Path) -> None:
-    url = f"postgresql://durable@127.0.0.1:{free_port()}/nothing"  # nobody listens there
-    done = subprocess.run(
-        [sys.executable, "-m", "server", "--port", str(free_port()), "--db", url],
+# -- the database is unreachable at start-up ----------------------------------------------
+
+WAITING = "; retrying in 0.5 s; /readyz answers 503 until then"
+
+
+def unreachable_url(port: int, database: str = "nothing") -> str:
+    return f"postgresql://durable:s3cret@127.0.0.1:{port}/{database}"
+
+
+def warnings(server: ServerProcess) -> list[str]:
+    """The warnings the server logged for its failed attempts to reach the store."""
+    return [
+        line
+        for line in server.log().splitlines()
+        if "WARNING" in line and "cannot reach the PostgreSQL store at" in line
+    ]
+
+
+def count_responses(url: str) -> int:
+    async def count() -> int:
+        conn = await asyncpg.connect(url, timeout=10)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM responses"))
+        finally:
+            await conn.close()
+
+    return asyncio.run(count())
+
+
+def test_an_unreachable_database_at_start_up_is_waited_for_with_503s_and_then_served(
+    postgres: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    name = f"late{free_port()}"
+    postgres.create_database(name)
+    proxy = ProxyThread(postgres.port)
+    proxy.cut()  # the database server cannot be reached: every connection is dropped
+    server = ServerProcess(
+        unreachable_url(proxy.proxy.port, name),  # type: ignore[arg-type]
+        args=("--no-access-log",),
+        log=tmp_path / "server.log",
+    )
+    try:
+        server.start()  # it serves: /healthz answers 200 (what `start` waits for)
+        wait_until(lambda: len(warnings(server)) >= 3, lambda: f"retries:\n{server.log()}", 15)
+        assert server.proc is not None and server.proc.poll() is None
+        first = warnings(server)[0]
+        shown = f"postgresql://durable:***@127.0.0.1:{proxy.proxy.port}/{name}: "
+        assert f"cannot reach the PostgreSQL store at {shown}" in first, first
+        assert first.endswith(WAITING), first
+        assert "retrying in 1 s" in warnings(server)[1]  # backoff
+
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            assert http.get("/healthz").status_code == 200  # alive: a restart would not help
+            ready = http.get("/readyz")
+            assert ready.status_code == 503
+            assert ready.json()["status"] == "store_unavailable"
+            assert f"127.0.0.1:{proxy.proxy.port}" in ready.json()["reason"]
+            assert "s3cret" not in ready.text
+
+            refused = http.post("/v1/responses", json={"model": "m", "input": "too early"})
+            assert refused.status_code == 503, refused.text
+            error = refused.json()["error"]
+            assert error["type"] == "server_error" and error["message"], error
+            assert set(error) == {"message", "type", "param", "code"}
+            assert int(refused.headers["retry-after"]) >= 1
+            assert refused.headers["x-should-retry"] == "true"
+
+            with pytest.raises(InvalidStatus) as upgrade:  # WebSocket mode: refused alike
+                ws_connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=10)
+            assert upgrade.value.response.status_code == 503
+            assert json.loads(upgrade.value.response.body or b"")["error"]["type"] == (
+                "server_error"
+            )
+
+            proxy.restore()  # the database is reachable now
+            wait_until(
+                lambda: http.get("/readyz").status_code == 200,
+                lambda: f"readiness once the store is reachable:\n{server.log()}",
+                30,
+            )
+            assert count_responses(postgres.database_url(name)) == 0  # the 503 stored nothing
+            created = http.post("/v1/responses", json={"model": "m", "input": "now then"})
+            assert created.status_code == 200, created.text
+            assert created.json()["status"] == "completed"
+            assert created.json()["output"][0]["content"][0]["text"].startswith("now then")
+
+        assert server.stop(signal.SIGTERM) == 0
+        assert "Traceback" not in server.log()
+        assert "s3cret" not in server.log()
+    finally:
+        server.kill()
+        proxy.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_while_waiting_for_the_database_stops_the_process_at_once(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    server = ServerProcess(
+        unreachable_url(free_port()),  # type: ignore[arg-type]  # nobody listens there
+        log=tmp_path / "server.log",
+    )
+    try:
+        server.start()
+        wait_until(lambda: len(warnings(server)) >= 2, lambda: f"retries:\n{server.log()}", 15)
+        started = time.monotonic()
+        assert server.stop(sig, timeout=10) == 0
+        assert time.monotonic() - started < 5, server.log()
+        assert "durable-responses stopped" in server.log()
+        assert "Traceback" not in server.log()
+    finally:
+        server.kill()
+
+
+def run_server(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "server", "--port", str(free_port()), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("user", "database", "said"),
+    [
+        ("durable", "no_such_database", 'database "no_such_database" does not exist'),
+        ("no_such_role", "postgres", 'role "no_such_role" does not exist'),
+    ],
+    ids=["missing database", "unknown role"],
+)
+def test_a_database_that_answers_but_refuses_is_a_one_line_error_at_start_up(
+    postgres: ThrowawayPostgres, user: str, database: str, said: str
+) -> None:
+    url = f"postgresql://{user}:s3cret@127.0.0.1:{postgres.port}/{database}"
+
+    done = run_server("--db", url)
+
+    assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("durable-responses: cannot reach the PostgreSQL store at"), last
-    assert "Traceback" not in done.stderr
+    assert last.startswith("durable-responses: cannot open the PostgreSQL store at"), last
+    assert said in last
+    assert "retrying" not in done.stderr and "Traceback" not in done.stderr
+    assert "s3cret" not in done.stderr
+
+
+def test_a_refusal_met_once_the_database_answers_stops_the_waiting_server_with_2(
+    postgres: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    proxy = ProxyThread(postgres.port)
+    proxy.cut()
+    server = ServerProcess(
+        unreachable_url(proxy.proxy.port, "never_created"),  # type: ignore[arg-type]
+        log=tmp_path / "server.log",
+    )
+    try:
+        server.start()
+        wait_until(lambda: warnings(server), lambda: f"a retry:\n{server.log()}", 15)
+
+        proxy.restore()  # it answers now, and says the database does not exist
+
+        assert server.proc is not None
+        assert server.proc.wait(30) == 2, server.log()
+        assert 'database "never_created" does not exist' in server.log()
+        assert "this does not pass by itself: the server stops" in server.log()
+        assert "Traceback" not in server.log()
+    finally:
+        server.kill()
+        proxy.close()
+
+
+def test_workers_wait_for_an_unreachable_database_too(tmp_path: Path) -> None:
+    server = ServerProcess(
+        unreachable_url(free_port()),  # type: ignore[arg-type]  # nobody listens there
+        args=("--workers", "2"),
+        log=tmp_path / "server.log",
+    )
+    try:
+        server.start()  # the parent did not exit 2: a worker answers /healthz
+        wait_until(lambda: len(warnings(server)) >= 4, lambda: f"retries:\n{server.log()}", 15)
+        ready = httpx.get(f"{server.url}/readyz", timeout=10)
+        assert ready.status_code == 503 and ready.json()["status"] == "store_unavailable"
+        assert server.stop(signal.SIGTERM) == 0
+        assert server.log().count("durable-responses stopped") == 2
+        assert "Traceback" not in server.log()
+    finally:
+        server.kill()

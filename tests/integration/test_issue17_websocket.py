@@ -399,7 +399,10 @@ def test_without_the_denial_extension_a_refused_socket_is_closed_with_a_reason()
     async def send(message: Message) -> None:
         sent.append(message)
 
-    app = SimpleNamespace(state=SimpleNamespace(context=SimpleNamespace(settings=Settings())))
+    settings = Settings()
+    app = SimpleNamespace(
+        state=SimpleNamespace(settings=settings, context=SimpleNamespace(settings=settings))
+    )
     scope = {"type": "websocket", "path": "/v1/responses", "headers": [], "extensions": {}}
     endpoint = SocketEndpoint(Keys.load("alice:alice-key", None))
     asyncio.run(endpoint({**scope, "app": app}, receive, send))

@@ -30,6 +30,7 @@ from store import (
     StopRequested,
     StoreOpenError,
     StoreUnavailable,
+    StoreUnreachableError,
     TooManyQueued,
 )
 from store.postgres import PostgresStore, open_postgres_store
@@ -40,7 +41,7 @@ from store.postgres._schema import SCHEMA_VERSION
 from store.postgres._sql import TENANT_LOCK
 from tests.store.test_contract import claimed, end, in_lane
 from tests.store.test_sqlite import new_response, rows
-from tests.support.postgres import free_port
+from tests.support.postgres import ThrowawayPostgres, free_port
 from tests.support.tcp_proxy import TcpProxy
 
 DAY = 86400.0
@@ -77,12 +78,29 @@ async def execute(url: str, sql: str, *args: object) -> None:
 async def test_an_unreachable_server_is_a_clear_open_error_without_the_password() -> None:
     url = f"postgresql://durable:s3cret@127.0.0.1:{free_port()}/nowhere"
 
-    with pytest.raises(StoreOpenError, match="cannot reach the PostgreSQL store") as refused:
+    with pytest.raises(StoreUnreachableError, match="cannot reach the PostgreSQL store") as refused:
         async with open_postgres_store(url):
             pass
 
     assert "s3cret" not in str(refused.value)
     assert "127.0.0.1" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("user", "database"),
+    [("durable", "no_such_database"), ("no_such_role", "postgres")],
+    ids=["missing database", "unknown role"],
+)
+async def test_a_server_that_answers_but_refuses_is_an_open_error_not_unreachable(
+    postgres: ThrowawayPostgres, user: str, database: str
+) -> None:
+    url = f"postgresql://{user}@127.0.0.1:{postgres.port}/{database}"
+
+    with pytest.raises(StoreOpenError, match="does not exist") as refused:
+        async with open_postgres_store(url):
+            pass
+
+    assert not isinstance(refused.value, StoreUnreachableError)
 
 
 async def test_a_schema_newer_than_the_code_is_refused(postgres_url: str) -> None:
