@@ -164,7 +164,7 @@ def control(sampler: Sampler, directory: Path) -> None:
             done = command
             try:
                 _carry_out(sampler, command.split())
-            except (OSError, ValueError, IndexError) as exc:  # reported, never fatal
+            except Exception as exc:  # reported, never fatal: the control thread must live on
                 print(f"cpu sampler: {command!r} failed: {exc!r}", file=sys.stderr)
             (directory / "done").write_text(command)
         sampler.arm_new()

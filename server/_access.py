@@ -18,6 +18,10 @@ from ._metrics import Metrics
 
 log = logging.getLogger("server.access")
 
+# A client may send any method: others are counted as one label value, so that made-up
+# methods cannot grow the metrics without bound.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
 
 class AccessLog:
     def __init__(self, metrics: Metrics, access_log: bool = True) -> None:
@@ -27,8 +31,9 @@ class AccessLog:
     def record(self, scope: Scope, status: int, seconds: float) -> None:
         route = getattr(scope.get("endpoint"), "__name__", "unmatched")
         method = scope["method"]
-        self.metrics.child(self.metrics.requests, route, method, str(status)).inc()
-        self.metrics.child(self.metrics.request_seconds, route, method).observe(seconds)
+        label = method if method in _METHODS else "OTHER"
+        self.metrics.child(self.metrics.requests, route, label, str(status)).inc()
+        self.metrics.child(self.metrics.request_seconds, route, label).observe(seconds)
         if not self.access_log:
             return
         tenant = scope.get("state", {}).get("tenant")

@@ -3,6 +3,7 @@ opened for the app's lifetime, and errors in the OpenAI envelope."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from recovery import (
     Agent,
@@ -42,6 +43,8 @@ from ._store_wait import StoreWait
 from ._upstream import UpstreamModel
 from ._upstream_http import HTTPUpstream
 from ._upstream_responses import ResponsesUpstreamModel
+
+log = logging.getLogger("server")
 
 
 def default_model(settings: Settings) -> Model:
@@ -154,6 +157,22 @@ def _waiting(wait: StoreWait) -> tuple[str, str]:
     return "store_unavailable", wait.reason
 
 
+def under_v1(routes: list[BaseRoute]) -> list[BaseRoute]:
+    """The same routes under /v1, flat rather than in a Mount: a Mount matches its prefix
+    and then its routes, on every request (a poll is a few hundred microseconds)."""
+    flat: list[BaseRoute] = []
+    for route in routes:
+        if isinstance(route, Route):
+            flat.append(
+                Route(f"/v1{route.path}", route.endpoint, methods=route.methods, name=route.name)
+            )
+        elif isinstance(route, WebSocketRoute):
+            flat.append(WebSocketRoute(f"/v1{route.path}", route.endpoint, name=route.name))
+        else:
+            raise TypeError(f"no /v1 copy of {route!r}")
+    return flat
+
+
 def create_app(
     agent: Agent | Workflow | None = None,
     *,
@@ -225,6 +244,11 @@ def create_app(
             if opened:
                 raise
             unreachable = exc
+        except StoreOpenError as exc:
+            if not opened:  # refused since the CLI's check (server/_cli.py): it exits 2
+                log.error("%s", exc)
+                app.state.store_failure = exc
+            raise
         # The database server cannot be reached yet: serve 503s while a task retries
         # (server/_store_wait.py).
         wait = StoreWait(serving, unreachable)
@@ -245,7 +269,7 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-        Mount("/v1", routes=api),
+        *under_v1(api),
         *api,
     ]
     handlers: Any = EXCEPTION_HANDLERS
@@ -260,6 +284,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.settings = config
     app.state.store_wait = None
+    app.state.store_failure = None
     return app
 
 
@@ -273,7 +298,16 @@ async def wait_stopped(app: Starlette) -> None:
         await app.state.context.runtime.wait_stopped()
 
 
-def store_failure(app: Starlette) -> StoreOpenError | None:
-    """The permanent error a later attempt to open the store met, if the app waited."""
+def halt_store_wait(app: Starlette) -> None:
+    """A shutdown began: an app still waiting for its store stops waiting now."""
     wait: StoreWait | None = app.state.store_wait
-    return None if wait is None else wait.failure
+    if wait is not None:
+        wait.halt()
+
+
+def store_failure(app: Starlette) -> StoreOpenError | None:
+    """The permanent error the lifespan, or a later attempt of its wait, met opening the
+    store."""
+    wait: StoreWait | None = app.state.store_wait
+    failure: StoreOpenError | None = getattr(app.state, "store_failure", None)
+    return failure if wait is None else wait.failure

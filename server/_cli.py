@@ -40,7 +40,14 @@ from recovery import (
     sqlite_path,
 )
 
-from ._app import create_app, default_model, load_keys, store_failure, wait_stopped
+from ._app import (
+    create_app,
+    default_model,
+    halt_store_wait,
+    load_keys,
+    store_failure,
+    wait_stopped,
+)
 from ._flags import parse_settings
 from ._logging import configure_logging
 from ._metrics import MetricsListener
@@ -328,6 +335,7 @@ async def _until_stopped(stop: asyncio.Event, app: Starlette) -> None:
     finally:
         for wait in waits:
             wait.cancel()
+        halt_store_wait(app)
 
 
 def supervise(settings: Settings, argv: list[str]) -> int:

@@ -67,6 +67,14 @@ class StoreWait:
         started has stopped (for good, or at shutdown)."""
         await self._ended.wait()
 
+    def halt(self) -> None:
+        """A shutdown began: retry no more, and end the runtime if the store just opened.
+        The lifespan's `stop` comes only after the server's graceful wait for requests,
+        and a runtime started meanwhile would recover turns only to hand them back."""
+        self._stop.set()
+        if not self._opened and self._task is not None:
+            self._task.cancel()
+
     async def stop(self) -> None:
         """Stop: cancel the wait at once if the store is not open yet, else let the
         runtime shut down as the lifespan's would. What stopped the runtime for good is

@@ -23,6 +23,7 @@ the reads and the lease thread all run inside it. Serialization failures and dea
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
@@ -71,11 +72,17 @@ _NOT_UNREACHABLE: tuple[type[BaseException], ...] = (
     asyncpg.UnsupportedClientFeatureError,
     asyncpg.UnsupportedServerFeatureError,
     pgerr.ProtocolViolationError,
+    ssl.SSLError,  # an OSError, but a certificate or TLS setting does not fix itself
+    PermissionError,  # a Unix socket this user may not open
 )
+# asyncpg's own words for TLS the server will not speak (a plain ConnectionError).
+_TLS_REFUSED = ("rejected SSL upgrade", "SSL exchange")
 
 
 def unreachable(exc: BaseException) -> bool:
     """Whether opening the store failed because its server cannot be reached now."""
+    if any(words in str(exc) for words in _TLS_REFUSED):
+        return False
     return isinstance(exc, _UNREACHABLE) and not isinstance(exc, _NOT_UNREACHABLE)
 
 

@@ -67,6 +67,22 @@ def test_probes_and_metrics_need_no_key_and_tenants_never_see_metrics(
     assert httpx.post(f"{metrics_url}/metrics").status_code == 405
 
 
+def test_made_up_methods_share_one_label_so_metrics_stay_bounded(
+    start_server: StartServer,
+) -> None:
+    """Anyone who can reach the server, even without a key, can send any method: each
+    one a label value of its own would grow the metrics page without bound."""
+    metrics_port = free_port()
+    server = start_server("--api-keys", f"acme:{KEY}", "--metrics-port", str(metrics_port))
+    made_up = [f"BREW{n}" for n in range(5)]
+    for method in made_up:
+        assert httpx.request(method, f"{server.url}/v1/responses").status_code == 401
+
+    text_format = scrape(server, metrics_port)
+    assert metric(text_format, f"{PREFIX}_http_requests_total", method="OTHER") == 5
+    assert not any(method in text_format for method in made_up)
+
+
 def test_metrics_are_off_unless_a_port_is_given(start_server: StartServer) -> None:
     server = start_server()
 

@@ -103,6 +103,20 @@ async def test_a_server_that_answers_but_refuses_is_an_open_error_not_unreachabl
     assert not isinstance(refused.value, StoreUnreachableError)
 
 
+async def test_tls_the_server_does_not_speak_is_an_open_error_not_unreachable(
+    postgres_url: str,
+) -> None:
+    """The throwaway server has no TLS: `sslmode=require` fails the same way at every
+    try, so the server must exit on it rather than wait for it forever."""
+    url = postgres_url + ("&" if "?" in postgres_url else "?") + "sslmode=require"
+
+    with pytest.raises(StoreOpenError) as refused:
+        async with open_postgres_store(url):
+            pass
+
+    assert not isinstance(refused.value, StoreUnreachableError), refused.value
+
+
 async def test_a_schema_newer_than_the_code_is_refused(postgres_url: str) -> None:
     async with open_postgres_store(postgres_url):
         pass
