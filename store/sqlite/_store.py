@@ -83,6 +83,14 @@ _INSERT_RESPONSE = (
 )
 
 
+_NEXT_IN_LANE = (
+    "SELECT id FROM responses WHERE lane = ? AND status = 'queued' AND owner IS NULL"
+    f"{_LANE_HEAD} ORDER BY rowid LIMIT 1"
+)
+HEIRS_KEPT = 4096  # lanes whose next turn is remembered, at most
+HEIR_SECONDS = 5.0  # how long a terminal write's finding stands in for a read
+
+
 class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
     """Durable state of responses, events and conversations in one SQLite file (WAL).
 
@@ -94,6 +102,9 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
     def __init__(self, path: Path, writer: Writer, readers: Readers, watch: FileWatch) -> None:
         super().__init__(path, writer, readers, watch)
         self._appends = JoinableAppends()
+        # lane -> (the turn that may start next in it, or None; when): what a terminal
+        # write found in its own transaction, for the `next_in_lane` that follows it.
+        self._heirs: dict[str, tuple[str | None, float]] = {}
 
     # -- responses: writes ------------------------------------------------------------
 
@@ -350,12 +361,16 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
         return bool(rows)
 
     async def next_in_lane(self, lane: str) -> str | None:
-        """The queued response that runs next in `lane`, if it may start now."""
-        row = await self._readers.fetchone(
-            "SELECT id FROM responses WHERE lane = ? AND status = 'queued' AND owner IS NULL"
-            f"{_LANE_HEAD} ORDER BY rowid LIMIT 1",
-            (lane,),
-        )
+        """The queued response that runs next in `lane`, if it may start now: as the
+        terminal write of this lane's turn found it a moment ago (no read), else read."""
+        heir = self._heirs.pop(lane, None)
+        if heir is not None and time.monotonic() - heir[1] < HEIR_SECONDS:
+            return heir[0]
+        rows = await self._readers.fetchall(_NEXT_IN_LANE, (lane,))
+        return str(rows[0][0]) if rows else None
+
+    def _next_in_lane(self, conn: sqlite3.Connection, lane: str) -> str | None:
+        row = _fetchone(conn, _NEXT_IN_LANE, (lane,))
         return str(row[0]) if row else None
 
     def renew_leases(
@@ -469,7 +484,7 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
         same transaction, with everything of it (`_discard`).
         """
 
-        def op(tx: Tx) -> None:
+        def op(tx: Tx) -> tuple[str, str | None] | None:
             release = ", owner = NULL, lease_expires_at = NULL" if terminal else ""
             cur = tx.conn.execute(
                 "UPDATE responses SET status = ?, snapshot = ?, last_seq = ?,"
@@ -497,10 +512,26 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
                 self._check_log_ends_at(tx, response_id, last_seq, events)
             if conversation_items:
                 self._append_conversation_items(tx, response_id, conversation_items)
+            heir = self._lane_heir(tx, response_id) if terminal else None
             if terminal and discard:
                 self._discard(tx, response_id)
+            return heir
 
-        await self._write("save snapshot", op)
+        heir = await self._write("save snapshot", op)
+        if heir is not None:
+            if len(self._heirs) > HEIRS_KEPT:  # ends whose lane nobody asked about
+                self._heirs.clear()
+            self._heirs[heir[0]] = (heir[1], time.monotonic())
+
+    def _lane_heir(self, tx: Tx, response_id: str) -> tuple[str, str | None] | None:
+        """(lane, the queued turn that may start next in it) as this transaction leaves
+        them. One writer orders every admission before or after it, so this is what a read
+        right after the commit would find; a turn admitted later heads its lane itself or
+        queues behind the one found here."""
+        row = _fetchone(tx.conn, "SELECT lane FROM responses WHERE id = ?", (response_id,))
+        if row is None:
+            return None
+        return str(row[0]), self._next_in_lane(tx.conn, str(row[0]))
 
     def _discard(self, tx: Tx, response_id: str) -> None:
         """Delete a finished response and all that is kept for it: its input items,
