@@ -4,31 +4,12 @@ the URL itself."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
-from store import NewResponse, SQLiteStore, open_store, sqlite_path
-
-
-def new_response(response_id: str) -> NewResponse:
-    return NewResponse(
-        id=response_id,
-        tenant="",
-        status="queued",
-        background=True,
-        created_at=time.time(),
-        params="{}",
-        snapshot='{"status": "queued"}',
-        last_seq=-1,
-        lane=response_id,
-        conversation_id=None,
-        conversation_upto=None,
-        previous_response_id=None,
-        owner=None,
-        lease_expires_at=None,
-    )
+from store import SQLiteStore, open_store, sqlite_path
+from tests.store.test_sqlite import new_response
 
 
 def databases(directory: Path) -> list[str]:
