@@ -124,10 +124,11 @@ async def healthz(request: Request) -> Response:
     at start-up: 503 once it has stopped for good (the process then exits for its
     supervisor to restart it)."""
     wait = store_wait(request)
-    ctx: AppContext | None = getattr(request.app.state, "context", None)
-    if wait is not None and wait.failure is not None:
-        return JSONResponse({"status": "stopped"}, status_code=503)
-    if (wait is None or ctx is not None) and not context(request).runtime.alive:
+    if wait is not None and getattr(request.app.state, "context", None) is None:
+        alive = wait.failure is None  # waiting for the store, or failed to open it
+    else:
+        alive = context(request).runtime.alive
+    if not alive:
         return JSONResponse({"status": "stopped"}, status_code=503)
     return JSONResponse({"status": "ok"})
 
