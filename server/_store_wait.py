@@ -68,11 +68,12 @@ class StoreWait:
         await self._ended.wait()
 
     def halt(self) -> None:
-        """A shutdown began: retry no more, and end the runtime if the store just opened.
-        The lifespan's `stop` comes only after the server's graceful wait for requests,
-        and a runtime started meanwhile would recover turns only to hand them back."""
-        self._stop.set()
+        """A shutdown began: retry no more. The lifespan's `stop` comes only after the
+        server's graceful wait for requests, and a runtime started meanwhile would recover
+        turns only to hand them back. A store already open is left to `stop`, so that its
+        runtime drains after that wait, as it does when the store opened at once."""
         if not self._opened and self._task is not None:
+            self._stop.set()
             self._task.cancel()
 
     async def stop(self) -> None:
