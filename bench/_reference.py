@@ -132,7 +132,9 @@ def compare(bench: w.Bench, chosen: set[str]) -> w.Result:
     """Every chosen workload on this server, the reference and (for poll and
     background) the ceiling, in alternating rounds; the rounds' ratios and targets."""
     python = ensure_installed(bench.log)
-    ours = bench.server("main")
+    # No log line per request or response on either side: the reference's library logs
+    # at WARNING (echo_server.py), and this server's one line per finished response is INFO.
+    ours = bench.server("main", "--log-level", "warning")
     ref = start(bench, python)
     ceiling = bench.ceiling() if chosen & WITH_CEILING else None
     procs = {OURS: ours, REFERENCE: ref, CEILING: ceiling}

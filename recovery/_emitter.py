@@ -12,12 +12,12 @@ the `phase` its model gave it.
 
 from __future__ import annotations
 
-import copy
 import time
 from typing import Any
 
 from . import _parts as parts
 from ._ids import new_id
+from ._json import copied
 from ._model import FunctionCallDelta, LogProb, ReasoningDelta, RefusalDelta, TextDelta
 from ._reasoning import OpenReasoning, new_item
 
@@ -155,7 +155,7 @@ class Emitter:
             item_id = new_id("rs")
         reasoning = self._reasoning = OpenReasoning(len(self.output), new_item(item_id))
         self.output.append(reasoning.item)
-        added = copy.deepcopy(reasoning.item)
+        added = copied(reasoning.item)
         return [
             *events,
             self._event("response.output_item.added", output_index=reasoning.index, item=added),
@@ -271,7 +271,7 @@ class Emitter:
                 self._event(
                     "response.output_item.added",
                     output_index=call.index,
-                    item=copy.deepcopy(item),
+                    item=copied(item),
                 )
             )
         if delta.arguments:
@@ -324,10 +324,10 @@ class Emitter:
         index = len(self.output)
         self.output.append(item)
         events.append(
-            self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item))
+            self._event("response.output_item.added", output_index=index, item=copied(item))
         )
         events.append(
-            self._event("response.output_item.done", output_index=index, item=copy.deepcopy(item))
+            self._event("response.output_item.done", output_index=index, item=copied(item))
         )
         return events
 
@@ -350,7 +350,7 @@ class Emitter:
         """Add `item` to the output with one empty content part of `kind`."""
         self.output.append(item)
         events = [
-            self._event("response.output_item.added", output_index=index, item=copy.deepcopy(item)),
+            self._event("response.output_item.added", output_index=index, item=copied(item)),
             self._event(
                 "response.content_part.added",
                 item_id=item["id"],
@@ -411,7 +411,7 @@ class Emitter:
         done = self._event(
             "response.output_item.done",
             output_index=message.index,
-            item=copy.deepcopy(message.item),
+            item=copied(message.item),
         )
         return [*events, done]
 
@@ -434,7 +434,7 @@ class Emitter:
                 self._event(
                     "response.output_item.done",
                     output_index=call.index,
-                    item=copy.deepcopy(call.item),
+                    item=copied(call.item),
                 )
             )
         self._calls.clear()

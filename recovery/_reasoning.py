@@ -15,11 +15,11 @@ message's text (`_parts.py`).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 from . import _parts as parts
+from ._json import copied
 from ._model import ReasoningDelta
 
 Event = dict[str, Any]
@@ -96,7 +96,7 @@ class OpenReasoning:
         if encrypted_content and status == "completed":
             item["encrypted_content"] = encrypted_content
         item["status"] = status
-        done_item = copy.deepcopy(item)
+        done_item = copied(item)
         return [
             *events,
             event("response.output_item.done", output_index=self.index, item=done_item),

@@ -104,6 +104,8 @@ class TurnRunner:
             None
         )
         self.done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        # The terminal snapshot's JSON as committed: a foreground reply sends it as is.
+        self.final_json: str | None = None
         if record.stop_request is not None:  # asked while no process drove it
             self.request_stop(record.stop_request)
 
@@ -470,6 +472,10 @@ class TurnRunner:
         for them first: the writer keeps order and the log refuses a gap, so both
         usually share one commit instead of waiting for two in a row. A lost lease stops
         the turn (TurnStopped "lease_lost")."""
+        if not self._sink.durable:  # nothing pending to share a commit with (MemorySink)
+            with lease_held():
+                await write
+            return
         queued = asyncio.ensure_future(write)
         with lease_held():
             for result in await asyncio.gather(self._sink.flush(), queued, return_exceptions=True):
@@ -497,12 +503,13 @@ class TurnRunner:
         `store: false` response), the response and all of its data are deleted in the
         same transaction instead."""
         durable = self._sink.durable
+        snapshot = dumps(self._emitter.response)
         await self._behind_appends(
             self._store.save_snapshot(
                 self.response_id,
                 self.turn.fence,
                 status=status,
-                snapshot=dumps(self._emitter.response),
+                snapshot=snapshot,
                 last_seq=last_seq,
                 events=[encode(e) for e in events] if durable else (),
                 step=step,
@@ -512,6 +519,8 @@ class TurnRunner:
                 discard=discard,
             )
         )
+        if terminal:
+            self.final_json = snapshot
 
     # -- the end ------------------------------------------------------------------------
 

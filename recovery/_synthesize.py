@@ -5,10 +5,10 @@ docs/protocol.md section 7 and carry the final items' ids."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from ._emitter import Emitter, Event
+from ._json import copied
 from ._model import Usage
 from ._response import usage_object
 
@@ -16,7 +16,7 @@ _TERMINAL = {"completed": "response.completed", "incomplete": "response.incomple
 
 
 def synthesize(final: dict[str, Any]) -> list[Event]:
-    start = copy.deepcopy(final)
+    start = copied(final)
     start.update(
         status="in_progress",
         output=[],
@@ -75,5 +75,5 @@ def synthesize(final: dict[str, Any]) -> list[Event]:
             events.append(event("response.output_item.added", output_index=index, item=item))
         events.append(event("response.output_item.done", output_index=index, item=item))
     kind = _TERMINAL.get(final["status"], "response.failed")
-    events.append(event(kind, response=copy.deepcopy(final)))
+    events.append(event(kind, response=copied(final)))
     return events

@@ -232,6 +232,19 @@ def test_get_with_a_json_content_type_and_no_body(http: httpx.Client) -> None:
     assert ok(http.get(f"/v1/responses/{response_id}", headers=JSON))["id"] == response_id
 
 
+@pytest.mark.parametrize("text", ["three words here", "[[fail]]"], ids=["completed", "failed"])
+def test_a_foreground_reply_is_the_stored_response_to_the_byte(
+    http: httpx.Client, text: str
+) -> None:
+    """The reply to a foreground create is the response as committed at its end (sent as
+    stored, not encoded again): a GET of it returns the same bytes."""
+    created = http.post("/v1/responses", json={"model": "embedded", "input": text})
+
+    body = ok(created)
+    assert body["status"] == ("failed" if "fail" in text else "completed")
+    assert http.get(f"/v1/responses/{body['id']}").content == created.content
+
+
 @pytest.fixture
 def finished(http: httpx.Client) -> Iterator[tuple[str, str, str]]:
     """A completed foreground response, and a conversation with one item."""
