@@ -470,8 +470,9 @@ class TurnRunner:
     async def _behind_appends(self, write: Coroutine[Any, Any, None]) -> None:
         """Queue `write` right behind the appends the sink has pending, without waiting
         for them first: the writer keeps order and the log refuses a gap, so both
-        usually share one commit instead of waiting for two in a row. A lost lease stops
-        the turn (TurnStopped "lease_lost")."""
+        usually share one commit instead of waiting for two in a row (a memory sink has
+        none: the write is awaited alone). A lost lease stops the turn (TurnStopped
+        "lease_lost")."""
         if not self._sink.durable:  # nothing pending to share a commit with (MemorySink)
             with lease_held():
                 await write

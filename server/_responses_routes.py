@@ -152,7 +152,8 @@ async def _create(
         if key is None:  # see create_stream's on_close
             runtime.stop_local(record.id)
         return Response(status_code=499)
-    # The end as committed, unless it could not be (then the failure the runner made up).
+    # The end as committed; when none was (the store failed, the lease was lost), what the
+    # runner ended with.
     return raw_json(runner.final_json) if runner.final_json is not None else JSONResponse(final)
 
 
