@@ -56,6 +56,7 @@ from ._sinks import encode as encode_event
 from ._status import TERMINAL_EVENTS, ResponseStatus
 from ._steering import SteerAccepted, SteerOutcome
 from ._synthesize import synthesize as synthesize_events
+from ._synthesize import terminal_event
 from ._tokens import count_tokens
 from ._tools import Tool, ToolContext, tool
 from ._workflow import Workflow, WorkflowContext, workflow
@@ -117,6 +118,7 @@ __all__ = [
     "redacted",
     "sqlite_path",
     "synthesize_events",
+    "terminal_event",
     "text_of",
     "tool",
     "workflow",

@@ -38,6 +38,9 @@ class Sink(Protocol):
 
     async def flush(self) -> None: ...
 
+    def abandon(self) -> None:
+        """No end will be emitted: the turn lost its response to another process."""
+
 
 class DurableSink:
     """Events go to the store's group commit. Events emitted while an append waits for the
@@ -62,6 +65,9 @@ class DurableSink:
             append.add_done_callback(self._appended)
             self._pending[append] = None
 
+    def abandon(self) -> None:
+        return None  # followers read the log, where the response's new owner ends it
+
     def _appended(self, append: asyncio.Future[None]) -> None:
         if not append.cancelled() and append.exception() is not None and self._failed is None:
             self._failed = append.exception()
@@ -85,7 +91,7 @@ class MemorySink:
 
     def __init__(self, *, keep: bool) -> None:
         self._keep = keep
-        self._queue: asyncio.Queue[EventRow] = asyncio.Queue()
+        self._queue: asyncio.Queue[EventRow | None] = asyncio.Queue()  # None: abandoned
 
     def emit(self, events: Sequence[Event]) -> None:
         if self._keep:
@@ -95,13 +101,19 @@ class MemorySink:
     async def flush(self) -> None:
         return None
 
+    def abandon(self) -> None:
+        self._queue.put_nowait(None)
+
     async def rows(self) -> AsyncIterator[list[EventRow]]:
         """The events in batches: all those emitted since the last batch, so that a
-        burst goes out in one write."""
+        burst goes out in one write; they end with the terminal event, or without one
+        where the turn was abandoned."""
         while True:
             batch = [await self._queue.get()]
             while not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            yield batch
-            if batch[-1].type in TERMINAL_EVENTS:
+            rows = [row for row in batch if row is not None]
+            if rows:
+                yield rows
+            if len(rows) < len(batch) or rows[-1].type in TERMINAL_EVENTS:
                 return

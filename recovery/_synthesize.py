@@ -74,6 +74,11 @@ def synthesize(final: dict[str, Any]) -> list[Event]:
         else:
             events.append(event("response.output_item.added", output_index=index, item=item))
         events.append(event("response.output_item.done", output_index=index, item=item))
-    kind = _TERMINAL.get(final["status"], "response.failed")
-    events.append(event(kind, response=copied(final)))
+    events.append(terminal_event(final, emitter.next_seq))
     return events
+
+
+def terminal_event(final: dict[str, Any], seq: int) -> Event:
+    """The event, numbered `seq`, that ends a stream with the finished response `final`."""
+    kind = _TERMINAL.get(final["status"], "response.failed")
+    return {"type": kind, "sequence_number": seq, "response": copied(final)}

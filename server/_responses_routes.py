@@ -18,11 +18,13 @@ from starlette.routing import Route
 
 from recovery import (
     EventRow,
+    NotFound,
     ResponseRecord,
     Runtime,
     encode_event,
     normalize_input,
     synthesize_events,
+    terminal_event,
 )
 
 from ._compact import compact_response
@@ -112,7 +114,7 @@ async def create_stream(
     if not created:
         final = await runtime.wait_final(record.id, record.tenant)
         return CreatedStream(record, _rows(synthesize_events(final)))
-    _, sink = runtime.start_foreground(record, stream=True)
+    runner, sink = runtime.start_foreground(record, stream=True)
 
     def on_close(finished: bool) -> None:
         # The client went away: stop the turn at its next safe point, unless it sent an
@@ -120,7 +122,25 @@ async def create_stream(
         if not finished and key is None:
             runtime.stop_local(record.id)
 
-    return CreatedStream(record, sink.rows(), on_close)
+    rows = _to_its_end(sink.rows(), lambda: runner.lost, runtime, record)
+    return CreatedStream(record, rows, on_close)
+
+
+async def _to_its_end(
+    rows: AsyncIterator[list[EventRow]],
+    lost: Callable[[], bool],
+    runtime: Runtime,
+    record: ResponseRecord,
+) -> AsyncIterator[list[EventRow]]:
+    """A foreground turn's events; when its runner lost the response (its lease) before
+    the end, the end that the process which took it over stored, as the last event."""
+    last = -1
+    async for batch in rows:
+        last = batch[-1].seq
+        yield batch
+    if lost():
+        final = await _ended_elsewhere(runtime, record.id, record.tenant)
+        yield [encode_event(terminal_event(final, last + 1))]
 
 
 async def _create(
@@ -152,9 +172,25 @@ async def _create(
         if key is None:  # see create_stream's on_close
             runtime.stop_local(record.id)
         return Response(status_code=499)
-    # The end as committed; when none was (the store failed, the lease was lost), what the
-    # runner ended with.
-    return raw_json(runner.final_json) if runner.final_json is not None else JSONResponse(final)
+    if runner.final_json is not None:  # the end as committed, sent as stored
+        return raw_json(runner.final_json)
+    if runner.lost:
+        return JSONResponse(await _ended_elsewhere(runtime, record.id, who))
+    return JSONResponse(final)  # its end could not be saved: the failure the runner made up
+
+
+async def _ended_elsewhere(runtime: Runtime, response_id: str, who: str) -> dict[str, Any]:
+    """The end of a foreground response whose lease this process lost (stopped past its
+    TTL): the process that took it over ends it, and that end, not what this process
+    could no longer commit, is the answer."""
+    try:
+        return await runtime.wait_final(response_id, who)
+    except NotFound:  # store: false, discarded at its end
+        raise APIError(
+            500,
+            "The server lost this response to another of its processes, which ended it.",
+            type="server_error",
+        ) from None
 
 
 def _idempotency_key(request: Request) -> str | None:

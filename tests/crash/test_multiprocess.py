@@ -5,10 +5,12 @@ a killed process's responses."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, log_lines, recoveries, wait_for_event
@@ -123,3 +125,47 @@ def test_each_response_is_driven_by_one_process(
     assert {f["status"] for f in finals} == {"completed"}
     assert len(log_lines(folder, "send_email")) == 12
     assert all(n == 1 for n in runs_per_key(folder, "send_email").values())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_foreground_reply_is_the_end_the_store_holds_after_its_lease_was_lost(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, stream: bool
+) -> None:
+    """A is stopped (SIGSTOP) past its lease while it answers a foreground create, and B
+    takes the response over and fails it (a foreground response's client is not B's to
+    answer). When A wakes, its end is fenced off. The reply A then sends is B's failure,
+    which the store holds: not the answer A finished but could no longer commit (the
+    JSON reply said `completed`) and not a stream left without an end (it hung)."""
+    db = new_store("shared")
+    a = start_server(*TOOLS, db=db, env={"SIDE_EFFECTS_DIR": str(tmp_path)})
+    b = start_server(*TOOLS, db=db, env={"SIDE_EFFECTS_DIR": str(tmp_path)})
+    replies: list[httpx.Response] = []
+    body = {"model": "m", "input": "slow [[words 30]] [[delay 100]]", "stream": stream}
+    waiting = threading.Thread(  # 3 s of answer; a read timeout is a hung stream
+        target=lambda: replies.append(httpx.post(f"{a.url}/v1/responses", json=body, timeout=30))
+    )
+    waiting.start()
+    wait_until(lambda: query(db, "SELECT count(*) FROM responses") == [(1,)], "A to admit it")
+    (response_id,) = query(db, "SELECT id FROM responses")[0]
+    a.freeze()
+    try:
+        wait_until(
+            lambda: query(db, "SELECT status FROM responses") == [("failed",)],
+            "B to take the response over and fail it",
+        )
+    finally:
+        a.thaw()
+    waiting.join(60)
+
+    assert replies and replies[0].status_code == 200, replies and replies[0].text
+    stored = httpx.get(f"{b.url}/v1/responses/{response_id}").json()
+    if stream:
+        events = parse_sse(replies[0].text)
+        check_stream(events)
+        assert events[-1]["type"] == "response.failed"
+        answered = events[-1]["response"]
+    else:
+        answered = replies[0].json()
+    assert answered["status"] == "failed", "A answered what it could not commit"
+    assert answered == stored
+    assert recoveries(db) == {response_id: 1}
