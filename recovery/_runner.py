@@ -542,7 +542,7 @@ class TurnRunner:
                 # A cancel or steer was recorded before this end could be: it wins (G9).
                 terminal = await self._save_terminal(stopped(request.kind), closing)
         except TurnStopped:  # only a lost lease stops a terminal write (`lease_held`)
-            return self._lost(closing)
+            return self._lost()
         except StoreError as exc:
             return await self._abandon(exc)
         fp.failpoint(fp.TERMINAL)
@@ -617,15 +617,10 @@ class TurnRunner:
         log.info("response %s: paused at a step boundary for shutdown", self.response_id)
         self._resolve()
 
-    def _lost(self, closing: list[dict[str, Any]] | None = None) -> None:
-        """Stop without writing: another process owns the response and stores its end.
-        A foreground client's stream first closes what it has open, as a failure would
-        (`closing`: the end's close, when the end is what was refused)."""
+    def _lost(self) -> None:
+        """Stop without writing: another process owns the response and stores its end."""
         log.warning("response %s: lease lost, stopping without writing", self.response_id)
         self.lost = True
-        if not self._sink.durable:
-            unsent = self._closing + self._emitter.drop_open() if closing is None else closing
-            self._sink.emit(unsent)
         self._sink.abandon()
         self._resolve()
 

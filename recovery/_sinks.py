@@ -92,16 +92,37 @@ class MemorySink:
     def __init__(self, *, keep: bool) -> None:
         self._keep = keep
         self._queue: asyncio.Queue[EventRow | None] = asyncio.Queue()  # None: abandoned
+        self._open: dict[int, dict[str, Any]] = {}  # output_index -> item as added, until done
+        self._next_seq = 0
 
     def emit(self, events: Sequence[Event]) -> None:
         if self._keep:
             for event in events:
+                self._track(event)
                 self._queue.put_nowait(encode(event))
+
+    def _track(self, event: Event) -> None:
+        self._next_seq = event["sequence_number"] + 1
+        if event["type"] == "response.output_item.added":
+            self._open[event["output_index"]] = event["item"]
+        elif event["type"] == "response.output_item.done":
+            self._open.pop(event["output_index"], None)
 
     async def flush(self) -> None:
         return None
 
     def abandon(self) -> None:
+        """Close the items the client saw opened as cut off (a message with no content, as
+        a failure leaves it), whatever close the runner held back, so that the stream stays
+        well-formed up to the end appended after it (server/_responses_routes.py)."""
+        for index, item in sorted(self._open.items()):
+            done = {**item, "status": "incomplete"} | (
+                {"content": []} if item["type"] == "message" else {}
+            )
+            event = {"type": "response.output_item.done", "sequence_number": self._next_seq}
+            self._queue.put_nowait(encode({**event, "output_index": index, "item": done}))
+            self._next_seq += 1
+        self._open.clear()
         self._queue.put_nowait(None)
 
     async def rows(self) -> AsyncIterator[list[EventRow]]:
