@@ -10,7 +10,6 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from ._contract import Store
-from .postgres import open_postgres_store
 from .sqlite import open_sqlite_store
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -50,6 +49,10 @@ async def open_store(location: str | Path) -> AsyncIterator[Store]:
     Raises StoreOpenError with a clear message if it cannot be used."""
     path = sqlite_path(location)
     if path is None:
+        # Imported here: the PostgreSQL backend and its driver are a tenth of the server's
+        # start-up, which a SQLite server need not pay.
+        from .postgres import open_postgres_store
+
         async with open_postgres_store(str(location)) as pg:
             yield pg
     else:
