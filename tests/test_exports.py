@@ -62,6 +62,7 @@ PUBLIC = {
         "normalize_input",
         "normalize_item",
         "synthesize_events",
+        "terminal_event",
         "text_of",
         "tool",
         "workflow",
