@@ -49,8 +49,8 @@ async def open_store(location: str | Path) -> AsyncIterator[Store]:
     Raises StoreOpenError with a clear message if it cannot be used."""
     path = sqlite_path(location)
     if path is None:
-        # Imported here: the PostgreSQL backend and its driver are a tenth of the server's
-        # start-up, which a SQLite server need not pay.
+        # Imported here: the PostgreSQL backend and its driver cost some 50-70 ms of
+        # start-up (python -X importtime), which a SQLite server need not pay.
         from .postgres import open_postgres_store
 
         async with open_postgres_store(str(location)) as pg:
