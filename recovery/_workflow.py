@@ -9,13 +9,17 @@
 
 A handler may be re-executed from the top after a crash: every step that already
 completed returns its recorded result without running again, so the handler resumes at
-its first unfinished step. Steps run at most once unless marked `idempotent=True`: they
-are journaled by the protocol of server tool calls (_calls.py, G3/G4), and a step found
-`claimed` that is not idempotent fails the turn closed. A step function may be async or
-plain; a plain one runs in a thread, like a plain tool, so that it cannot block the event
-loop. Each step appears in the response as a `function_call` (the step) and a
-`function_call_output` (its JSON result); `say` adds an assistant message; a returned
-value (if not None) becomes the final message.
+its first unfinished step. Steps are numbered in the order they are called, so a handler
+calls them in the same order on every run (steps started together, as with
+`asyncio.gather`, are numbered in the order given). Steps run at most once unless marked
+`idempotent=True`: they are journaled by the protocol of server tool calls (_calls.py,
+G3/G4), and a step found `claimed` that is not idempotent fails the turn closed, even if
+the handler catches the error (every later step raises it again, and so does the end).
+A step function may be async or plain; a plain one runs in a thread, like a plain tool,
+so that it cannot block the event loop. The turn ends, pauses or is handed over only once
+no step is under way, a concurrent branch's included. Each step appears in the response
+as a `function_call` (the step) and a `function_call_output` (its JSON result); `say`
+adds an assistant message; a returned value (if not None) becomes the final message.
 """
 
 from __future__ import annotations
@@ -79,6 +83,15 @@ class WorkflowContext:
         self._ordinal = 0
         self._said = 0
         self._journal: dict[str, Any] = {}
+        # A step found ambiguous fails the turn closed (G4) even when the handler catches
+        # it: an ordinary retry would otherwise claim the same effect under a new call id.
+        self._unknown: ToolOutcomeUnknown | None = None
+        # Steps under way, a sibling branch's too (asyncio.gather does not cancel the
+        # other branches when one raises): the turn ends only once none is (G3, G8).
+        self._running = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._ended = False
 
     @property
     def idempotency_key(self) -> str:
@@ -97,7 +110,28 @@ class WorkflowContext:
         **kwargs: Any,
     ) -> T:
         """Run `fn(*args, **kwargs)` once as the step `name`, or return its recorded result."""
+        if self._ended:
+            raise RuntimeError(f"step '{name}' was called after its workflow ended")
         self._turn.stop.check()
+        if self._unknown is not None:
+            raise self._unknown
+        self._running += 1
+        self._idle.clear()
+        try:
+            return await self._step(name, fn, args, kwargs, idempotent)
+        finally:
+            self._running -= 1
+            if not self._running:
+                self._idle.set()
+
+    async def _step(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[T] | T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        idempotent: bool,
+    ) -> T:
         self._ordinal += 1
         call_id = f"step_{self._ordinal}_{name}"[:64]
         key = idempotency_key(self.response_id, call_id)
@@ -127,7 +161,8 @@ class WorkflowContext:
         elif idempotent:
             await self._calls.reclaim(call_id)
         else:
-            raise ToolOutcomeUnknown(name, call_id, key, [])
+            self._unknown = ToolOutcomeUnknown(name, call_id, key, [])
+            raise self._unknown
         token = _current_key.set(key)
         try:
             body = _start_step(fn, *args, **kwargs)
@@ -171,6 +206,20 @@ class WorkflowContext:
             ]
         )
 
+    async def _settle(self) -> None:
+        """Wait until no step is under way, then refuse any new one. A body is never
+        abandoned while it may act, nor its outcome left unrecorded (G3, G8): the wait is
+        not cut by a cancellation, which is raised once it is over."""
+        idle = asyncio.ensure_future(self._idle.wait())
+        _, interrupted = await outlast(idle, None)
+        self._ended = True
+        if interrupted is not None:
+            raise interrupted
+
+    def _raise_unknown(self) -> None:
+        if self._unknown is not None:
+            raise self._unknown
+
     async def _record_output(self, call_id: str, output: str) -> None:
         await self._add_items(
             [
@@ -208,6 +257,16 @@ async def _awaited(thread: Awaitable[Any]) -> Any:
 
 async def run_workflow(handler: Workflow, ctx: WorkflowContext) -> None:
     await ctx._load()
-    result = await handler.fn(ctx)
+    try:
+        result = await handler.fn(ctx)
+    except Exception:
+        await ctx._settle()
+        ctx._raise_unknown()
+        raise
+    except BaseException:  # a stop or a cancellation: the steps under way end first
+        await ctx._settle()
+        raise
+    await ctx._settle()
+    ctx._raise_unknown()
     if result is not None:
         await ctx.say(tool_output(result))

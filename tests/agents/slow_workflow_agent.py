@@ -1,6 +1,7 @@
 """A workflow whose steps outlive a short shutdown grace: a plain (`def`) step that blocks
 in its thread and an async one, each logging when it starts and when its effect lands
-(files under SIDE_EFFECTS_DIR, as in tests/agents/thread_tool_agent.py)."""
+(files under SIDE_EFFECTS_DIR, as in tests/agents/thread_tool_agent.py); and handlers that
+catch a step's errors to retry it, or run a slow step beside a chain of quick ones."""
 
 from __future__ import annotations
 
@@ -48,3 +49,42 @@ async def hang_up() -> str:
 @workflow
 async def self_cancelling(ctx: WorkflowContext) -> str:
     return await ctx.step("hang_up", hang_up)
+
+
+@workflow
+async def retrying(ctx: WorkflowContext) -> str:
+    """A handler with an ordinary retry loop around a step, as users write: any failure,
+    the step's unknown outcome after a crash included, is caught and the step tried again."""
+    for _attempt in range(3):
+        try:
+            return await ctx.step("post", post, ctx, 5)
+        except Exception as exc:  # the point of this handler
+            await ctx.say(f"retrying after {type(exc).__name__}")
+    return "gave up"
+
+
+async def quick(n: int) -> int:
+    await asyncio.sleep(0.05)
+    return n
+
+
+async def _fan_out(ctx: WorkflowContext, *, idempotent: bool) -> str:
+    """A slow step beside a chain of quick ones (asyncio.gather does not cancel the slow
+    branch when the chain raises, as a stop makes it)."""
+
+    async def chain() -> None:
+        for i in range(40):
+            await ctx.step(f"quick_{i}", quick, i)
+
+    await asyncio.gather(ctx.step("notify", notify, ctx, "ops", idempotent=idempotent), chain())
+    return "done"
+
+
+@workflow
+async def fan_out(ctx: WorkflowContext) -> str:
+    return await _fan_out(ctx, idempotent=False)
+
+
+@workflow
+async def fan_out_idempotent(ctx: WorkflowContext) -> str:
+    return await _fan_out(ctx, idempotent=True)

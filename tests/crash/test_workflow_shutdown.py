@@ -64,3 +64,63 @@ def test_a_step_that_cancels_itself_fails_the_turn_and_is_recorded(
     [output] = [i for i in final["output"] if i["type"] == "function_call_output"]
     assert "CancelledError" in output["output"], "the step's failure is its recorded output"
     check_replays(server.url, created["id"], final)
+
+
+@pytest.mark.parametrize(
+    ("handler", "declared"),
+    [
+        pytest.param("fan_out", "not idempotent", id="at-most-once"),
+        pytest.param("fan_out_idempotent", "idempotent", id="idempotent"),
+    ],
+)
+def test_a_concurrent_step_running_at_sigterm_is_waited_for_before_the_hand_over(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path, handler: str, declared: str
+) -> None:
+    """One branch's next step raises the stop while the other branch's step still runs:
+    the turn is handed over only once that step has ended and is recorded. Before, the
+    lease was released at once, and the survivor failed the turn `tool_outcome_unknown`
+    with no crash at all, or (idempotent) ran the step while it still ran here."""
+    db, folder = new_store("shared"), tmp_path / "effects"
+    args = ("--agent", f"tests.agents.slow_workflow_agent:{handler}", *FAST)
+    env = {"SIDE_EFFECTS_DIR": str(folder)}
+    first = start_server(*args, db=db, env=env)
+    survivor = start_server(*args, db=db, env=env)
+    body = {"model": "m", "input": "go", "background": True}
+    created = httpx.post(f"{first.url}/v1/responses", json=body, timeout=30).json()
+    wait_until(lambda: len(log_lines(folder, "notify.started")) == 1, "the slow step to start")
+
+    assert first.stop(signal.SIGTERM) == 0
+    final = wait_terminal(survivor.url, created["id"], deadline=30)
+
+    assert final["status"] == "completed", (declared, final.get("error"))
+    assert len(log_lines(folder, "notify.started")) == 1, "the step ran once"
+    assert list(runs_per_key(folder, "notify").values()) == [1], "the effect happened once"
+    check_replays(survivor.url, created["id"], final)
+
+
+def test_a_handler_that_catches_an_unknown_outcome_still_fails_closed(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
+) -> None:
+    """A step cut by a SIGKILL is ambiguous (G4). A handler's `except Exception` retry loop
+    catches that error, but the step is not claimed again under a new call id: the turn
+    fails `tool_outcome_unknown` and the effect happened at most once. Before, the retry
+    ran the body a second time and the response ended `completed`."""
+    db, folder = new_store("shared"), tmp_path / "effects"
+    args = ("--agent", "tests.agents.slow_workflow_agent:retrying", "--lease-ttl", "2")
+    env = {"SIDE_EFFECTS_DIR": str(folder)}
+    first = start_server(*args, "--scan-interval", "0.2", db=db, env=env)
+    body = {"model": "m", "input": "go", "background": True}
+    created = httpx.post(f"{first.url}/v1/responses", json=body, timeout=30).json()
+    wait_until(lambda: len(log_lines(folder, "post.started")) == 1, "the step to start")
+    first.kill()  # SIGKILL while the body runs: its entry stays `claimed`
+
+    survivor = start_server(*args, "--scan-interval", "0.2", db=db, env=env)
+    final = wait_terminal(survivor.url, created["id"], deadline=30)
+
+    assert len(log_lines(folder, "post.started")) == 1, "the step ran again"
+    assert final["status"] == "failed"
+    assert final["error"]["code"] == "tool_outcome_unknown"
+    assert "step_1_post" in final["error"]["message"]
+    calls = [i["call_id"] for i in final["output"] if i["type"] == "function_call"]
+    assert calls == ["step_1_post"], "no second claim of the step"
+    check_replays(survivor.url, created["id"], final)
