@@ -33,7 +33,7 @@ RENEW = (
     " WHERE r.id = l.id AND r.owner = l.owner AND r.epoch = l.epoch"
     " AND r.status = 'in_progress' RETURNING r.id"
 )
-TIMEOUT = 10.0  # seconds a renewal may take before it counts as failed
+TIMEOUT = 10.0  # seconds a renewal may take before it counts as failed, at most
 RETRIES = 3
 
 
@@ -62,26 +62,33 @@ class LeaseConnection:
         epochs = [fence.epoch for _, fence in leases]
 
         async def renew(conn: Conn) -> list[str]:
-            rows = await conn.fetch(RENEW, ids, owners, epochs, float(ttl), timeout=TIMEOUT)
+            rows = await conn.fetch(RENEW, ids, owners, epochs, float(ttl))
             renewed = {row[0] for row in rows}
             return [response_id for response_id in ids if response_id in renewed]
 
-        return asyncio.run_coroutine_threadsafe(self._run("renew leases", renew), self._loop)
+        # A stalled connection must fail the renewal while the leases still hold, so that
+        # the keeper tries again on a new connection before a live peer may take them.
+        within = min(TIMEOUT, ttl / 3)
+        return asyncio.run_coroutine_threadsafe(
+            self._run("renew leases", renew, within), self._loop
+        )
 
-    async def _run(self, what: str, op: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run `op` on the connection; every failure reaches the caller as a StoreError,
-        and one of the connection drops it (the next call connects again)."""
+    async def _run(self, what: str, op: Callable[[Conn], Awaitable[T]], within: float) -> T:
+        """Run `op` on the connection, connecting first if need be, within `within`
+        seconds; every failure reaches the caller as a StoreError, and one of the
+        connection (a timeout included) drops it: the next call connects again."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             try:
                 with translate_asyncpg_errors(what):
-                    for attempt in range(RETRIES - 1):
-                        try:
-                            return await op(await self._connection())
-                        except RETRYABLE:
-                            await asyncio.sleep(0.01 * (attempt + 1))
-                    return await op(await self._connection())
+                    async with asyncio.timeout(within):
+                        for attempt in range(RETRIES - 1):
+                            try:
+                                return await op(await self._connection())
+                            except RETRYABLE:
+                                await asyncio.sleep(0.01 * (attempt + 1))
+                        return await op(await self._connection())
             except StoreUnavailable:
                 await self._drop()
                 raise

@@ -6,10 +6,15 @@ lease (a graceful hand-over) is not."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from pathlib import Path
 
-from store import Fence, SQLiteStore, open_store
+import asyncpg
+import pytest
+
+from store import Fence, SQLiteStore, StoreUnavailable, open_store
+from store.postgres._leases import LeaseConnection
 from tests.store.test_sqlite import new_response
 
 
@@ -73,3 +78,23 @@ async def test_every_recovery_of_an_unfinished_turn_counts_but_a_hand_over_does_
         assert own is not None and other is not None and handed is not None
         assert (own.recoveries, other.recoveries, handed.recoveries) == (1, 2, 2)
         assert (own.epoch, other.epoch, handed.epoch) == (2, 3, 4)
+
+
+async def test_a_postgresql_renewal_on_a_stalled_connection_fails_while_the_leases_hold() -> None:
+    """A database that takes the connection and never answers (a half-open link): the
+    renewal fails within a third of the lease TTL and drops the connection, so the keeper
+    tries again on a new one before the leases run out. Before, it could wait longer than
+    the default TTL, and a live peer could take the leases over meanwhile."""
+    silent = socket.create_server(("127.0.0.1", 0))  # connections queue, nothing answers
+    port = silent.getsockname()[1]
+    leases = LeaseConnection(
+        lambda: asyncpg.connect(f"postgresql://u@127.0.0.1:{port}/d", timeout=60)
+    )
+    try:
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await asyncio.wrap_future(leases.renew([("resp_a", Fence("me", 1))], 3))
+        assert time.monotonic() - began < 3, "the renewal outlived the lease it renews"
+    finally:
+        await asyncio.to_thread(leases.close)
+        silent.close()
