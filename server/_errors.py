@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import Scope
@@ -162,6 +162,13 @@ async def handle_store_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def handle_client_disconnect(request: Request, exc: Exception) -> Response:
+    # The client left before its request's body arrived: no one reads an answer, and the
+    # access log and metrics count it as the client's (499, nginx's usage), not a 500.
+    log.info("the client disconnected before its request body was read")
+    return Response(status_code=499)
+
+
 EXCEPTION_HANDLERS = {
     APIError: handle_api_error,
     InvalidRequest: handle_invalid_request,
@@ -172,4 +179,5 @@ EXCEPTION_HANDLERS = {
     QueueFull: handle_queue_full,
     HTTPException: handle_http_exception,
     StoreError: handle_store_error,
+    ClientDisconnect: handle_client_disconnect,
 }

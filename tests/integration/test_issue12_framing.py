@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
 
 
 def exchange(server: ServerProcess, request: bytes) -> bytes:
@@ -58,4 +59,23 @@ def test_a_request_hypercorn_refuses_is_answered_and_closed(
 
     assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:200]
     assert b"connection: close" in answer.lower()
+    assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
+def test_a_client_that_leaves_before_its_body_is_sent_is_no_server_error(
+    server: ServerProcess,
+) -> None:
+    """The body of a create, cut by the client going away: the server counts it as the
+    client's (499), not as an unhandled error of its own (a 500 in its access log and
+    metrics, and a traceback in its log)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n"
+            b'{"model": "m", "input": "cut'
+        )
+    wait_until(lambda: "disconnected before its request body" in server.log(), "the 499")
+
+    log = server.log()
+    assert "Traceback" not in log and "unhandled error" not in log, log[-2000:]
     assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
