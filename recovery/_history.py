@@ -49,11 +49,13 @@ def check_tool_pairing(
 ) -> None:
     """Refuse input that would break tool pairing (docs/guarantees.md G5).
 
-    Every `function_call_output` must answer a call made earlier, once; and after the new
-    input, no call may be left without its output (unless `allow_pending`: the history is
-    that of a turn still running, whose calls may yet be answered). `param` names the
-    client's field in the error.
+    A call of the new input may not repeat a call id of the history or of the input
+    (`check_new_calls`); every `function_call_output` must answer a call made earlier,
+    once; and after the new input, no call may be left without its output (unless
+    `allow_pending`: the history is that of a turn still running, whose calls may yet be
+    answered). `param` names the client's field in the error.
     """
+    check_new_calls(history, new_input, param=param)
     calls: set[str] = set()
     answered: set[str] = set()
     for position, item in enumerate([*history, *new_input]):
@@ -78,6 +80,29 @@ def check_tool_pairing(
             answered.add(call_id)
     if not allow_pending:
         check_answered([*history, *new_input], param=param)
+
+
+def check_new_calls(history: list[Item], new_input: list[Item], *, param: str = "input") -> None:
+    """Raise InvalidRequest `duplicate_tool_call`, naming the call, if a `function_call` of
+    `new_input` (the client's items) repeats the call id of one in `history` or earlier in
+    `new_input`: a model would be sent that call twice, which it refuses (G5 at the wire).
+    The create checks this (`check_tool_pairing`), and so does a turn when it starts: the
+    turn before it in its lane may have made the call after this one was accepted."""
+    calls = {item["call_id"] for item in history if item.get("type") == "function_call"}
+    for item in new_input:
+        if item.get("type") == "function_call":
+            if item["call_id"] in calls:
+                raise _repeated_call(item["call_id"], param)
+            calls.add(item["call_id"])
+
+
+def _repeated_call(call_id: str, param: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"Duplicate function call with call_id '{call_id}': the history already holds this "
+        "call (leave it out, and send only its function_call_output).",
+        param=param,
+        code="duplicate_tool_call",
+    )
 
 
 def check_answered(items: list[Item], *, param: str = "input") -> None:
@@ -122,12 +147,15 @@ def drop_orphaned_outputs(items: list[Item]) -> tuple[list[Item], list[str]]:
 def unpaired_call(items: list[Item]) -> str | None:
     """What breaks pairing in a history about to be sent to a model, or None: every
     `function_call` must be answered by exactly one later `function_call_output`, and
-    every output must answer an earlier call (the checks OpenAI makes, G5 at the wire)."""
+    every output must answer an earlier call, and no call may be made again before its
+    output (the checks OpenAI makes, G5 at the wire)."""
     open_calls: dict[str, None] = {}  # in order: the first unanswered one is named
     answered: set[str] = set()
     for item in items:
         kind = item.get("type")
         if kind == "function_call":
+            if item["call_id"] in open_calls:
+                return f"function call '{item['call_id']}' twice before its output"
             open_calls[item["call_id"]] = None
         elif kind == "function_call_output":
             call_id = item["call_id"]
@@ -164,17 +192,21 @@ async def load_history(
     that held the call was deleted, the outputs that answered it are dropped. With
     `turn_input` (the input of a turn about to run, accepted at create), the result is the
     whole history the turn's first model call is sent: the history, then that input,
-    repaired alike (and the log says what was dropped); then a call that no output answers
-    raises InvalidRequest `tool_output_missing` naming it (`check_answered`).
+    repaired alike (and the log says what was dropped); then it is checked as a create
+    would be, against what its lane holds now: InvalidRequest `duplicate_item` for an input
+    item a conversation's history holds (`check_held_ids`), `duplicate_tool_call` for an input
+    call whose call id the history holds (`check_new_calls`), `tool_output_missing` for a
+    call no output answers (`check_answered`), each naming the item or call.
     """
     items, source = await _stored_history(
         store, tenant, previous_response_id, conversation_id, conversation_upto
     )
-    if turn_input is not None:
-        items += turn_input
-    items, dropped = drop_orphaned_outputs(items)
     if turn_input is None:
-        return items
+        return drop_orphaned_outputs(items)[0]
+    if conversation_id:
+        check_held_ids(items, turn_input)
+    check_new_calls(items, turn_input)
+    items, dropped = drop_orphaned_outputs([*items, *turn_input])
     if dropped:
         log.warning(
             "dropped the outputs of function calls %s from this turn's history: their calls"
@@ -184,6 +216,23 @@ async def load_history(
         )
     check_answered(items)
     return items
+
+
+def check_held_ids(history: list[Item], turn_input: list[Item]) -> None:
+    """Refuse, when a conversation's turn starts, an input item whose id its history holds
+    (InvalidRequest `duplicate_item`). The create checked the conversation as it was then;
+    a turn that ran before this one (it was queued behind it) may have added the item
+    since, and the model would be sent it twice."""
+    held = {item.get("id") for item in history}
+    for index, item in enumerate(turn_input):
+        if item.get("id") in held:
+            raise InvalidRequest(
+                f"Item with id '{item['id']}' is already in this conversation: a turn that "
+                "ended after this response was created added it. An item can be in a "
+                "conversation once; send the request again without it.",
+                param=f"input[{index}].id",
+                code="duplicate_item",
+            )
 
 
 async def _stored_history(

@@ -25,6 +25,8 @@ _REQUEST_ERRORS: dict[str, str | None] = {
     "tool_output_missing": "input",
     "tool_call_not_found": "input",
     "duplicate_tool_output": "input",
+    "duplicate_tool_call": "input",
+    "duplicate_item": "input",
 }
 
 

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from store import ItemRow, ResponseRecord, StopRequested, StoreError
+from store import Conflict, ItemRow, ResponseRecord, StopRequested, StoreError
 
 from . import _failpoints as fp
 from ._agent import Agent
@@ -541,6 +541,14 @@ class TurnRunner:
             except StopRequested as request:
                 # A cancel or steer was recorded before this end could be: it wins (G9).
                 terminal = await self._save_terminal(stopped(request.kind), closing)
+            except Conflict as exc:
+                # Permanent: the same end would collide again on every recovery, so the
+                # turn ends failed (keeping nothing in its conversation) instead.
+                log.error("response %s: its end collided (%s)", self.response_id, exc)
+                error = response_error("server_error", "The server could not save this response.")
+                terminal = await self._save_terminal(
+                    Outcome(ResponseStatus.FAILED, error=error), closing
+                )
         except TurnStopped:  # only a lost lease stops a terminal write (`lease_held`)
             return self._lost()
         except StoreError as exc:

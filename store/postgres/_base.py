@@ -72,10 +72,17 @@ _STEP = ", st AS (INSERT INTO steps (response_id, step, items) SELECT $1, $8, $9
 _INSERT_ITEMS = (
     "WITH s AS (SELECT coalesce(max(position) + 1, 0) AS start FROM conversation_items"
     " WHERE conversation_id = $1),"
+    " fresh AS (SELECT u.item_id, u.item, row_number() OVER (ORDER BY u.n) AS n"
+    "  FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u (item_id, item, n){new}),"
     " ins AS (INSERT INTO conversation_items (conversation_id, position, item_id, item)"
-    "  SELECT $1, s.start + u.n - 1, u.item_id, u.item FROM s,"
-    "  unnest($2::text[], $3::text[]) WITH ORDINALITY AS u (item_id, item, n)){upto}"
+    "  SELECT $1, s.start + f.n - 1, f.item_id, f.item FROM s, fresh AS f){upto}"
     " SELECT start FROM s"
+)
+# A turn's end leaves out the items its conversation holds already (a client added one of
+# its input items while it ran); the others follow each other without a gap.
+_NEW = (
+    " WHERE NOT EXISTS (SELECT 1 FROM conversation_items AS c"
+    "  WHERE c.conversation_id = $1 AND c.item_id = u.item_id)"
 )
 # A turn never claimed through the scan (a foreground one) records here where its
 # history ended, so a chain continuing from it does not read its own items twice.
@@ -205,25 +212,28 @@ class PostgresBase:
         upto_of: str | None = None,
     ) -> int:
         """Append `items` to a conversation whose row the transaction has locked; return
-        the position of the first. With `upto_of` (a response id), record it as where
-        that turn's history ends, unless the turn has recorded it already."""
+        the position of the first. With `upto_of` (a response id: the end of that turn),
+        leave out the items the conversation holds already, and record the position as
+        where that turn's history ends, unless the turn has recorded it already. Without
+        it, an item the conversation holds is a Conflict (its unique index)."""
         item_ids, texts = columns(items, "item_id", "item")
         if upto_of is None:
             start = await conn.fetchval(
-                _INSERT_ITEMS.format(upto=""), conversation_id, item_ids, texts
+                _INSERT_ITEMS.format(new="", upto=""), conversation_id, item_ids, texts
             )
         else:
-            start = await conn.fetchval(
-                _INSERT_ITEMS.format(upto=_UPTO), conversation_id, item_ids, texts, upto_of
-            )
+            sql = _INSERT_ITEMS.format(new=_NEW, upto=_UPTO)
+            start = await conn.fetchval(sql, conversation_id, item_ids, texts, upto_of)
         return int(start)
 
     async def _append_conversation_items(
         self, conn: Conn, response_id: str, items: Sequence[ItemRow]
     ) -> None:
-        """Add a finished turn's items to its conversation, if it still exists. The
-        conversation's row is locked first: positions are max + 1, and two turns (or a
-        client) adding to one conversation at once must not draw the same."""
+        """Add a finished turn's items to its conversation, if it still exists, except those
+        it holds already (a client may have added one of the turn's input items while it
+        ran: the item stays where the client put it). The conversation's row is locked
+        first: positions are max + 1, and two turns (or a client) adding to one
+        conversation at once must not draw the same."""
         conversation_id = await conn.fetchval(
             "SELECT c.id FROM responses AS r JOIN conversations AS c ON c.id = r.conversation_id"
             " WHERE r.id = $1 FOR NO KEY UPDATE OF c",

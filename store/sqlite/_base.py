@@ -3,6 +3,7 @@ mappers, and the guarded-write helpers."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -187,7 +188,10 @@ class StoreBase:
     def _append_conversation_items(
         self, tx: Tx, response_id: str, items: Sequence[ItemRow]
     ) -> None:
-        """Add a finished turn's items to its conversation, if it still exists."""
+        """Add a finished turn's items to its conversation, if it still exists, except those
+        the conversation holds already: a client may have added one of its input items
+        (`POST /v1/conversations/{id}/items`) while it ran. The item stays where the
+        client put it; a turn's end is never refused for it (it could never be saved)."""
         row = _fetchone(
             tx.conn,
             "SELECT c.id FROM responses r JOIN conversations c ON c.id = r.conversation_id"
@@ -195,6 +199,15 @@ class StoreBase:
             (response_id,),
         )
         if row is not None:
+            held = {
+                held_id
+                for (held_id,) in tx.conn.execute(
+                    "SELECT item_id FROM conversation_items WHERE conversation_id = ?"
+                    " AND item_id IN (SELECT value FROM json_each(?))",
+                    (row[0], json.dumps([item.item_id for item in items])),
+                )
+            }
+            items = [item for item in items if item.item_id not in held]
             start = self._insert_conversation_items(tx, row[0], items)
             # A turn never claimed through the scan (a foreground one) records here where
             # its history ended, so a chain continuing from it does not read its own
