@@ -65,6 +65,7 @@ def validate_create(
         params["input"] = []
     elif isinstance(params["input"], list):
         params["input"] = validate_items(params["input"], path="input", limit=max_input_items)
+        _check_unique_ids(params["input"], path="input")
         check_sizes(params["input"], path="input", max_bytes=max_attachment_bytes)
     _check_length(params.get("tools") or [], "tools", max_tools)
     params["tools"] = [
@@ -111,6 +112,25 @@ def validate_items(items: list[Any], *, path: str, limit: int | None = None) -> 
     return [validate_item(item, path=f"{path}[{i}]") for i, item in enumerate(items)]
 
 
+def _check_unique_ids(items: list[Json], *, path: str) -> None:
+    """Refuse two items of one input with the same id (an `item_reference` counts as the
+    item it names): a response's items are listed, paged and referred to by id."""
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        item_id = item.get("id")
+        if item_id is None:
+            continue
+        if item_id in seen:
+            raise APIError(
+                400,
+                f"Duplicate item found with id '{item_id}'. Remove duplicate items from your "
+                "input and try again.",
+                param=f"{path}[{index}].id",
+                code="duplicate_item",
+            )
+        seen.add(item_id)
+
+
 def validate_item(item: Any, *, path: str) -> Json:
     if not isinstance(item, Mapping):
         raise invalid_type(path, "an object", item)
@@ -130,10 +150,19 @@ def validate_item(item: Any, *, path: str) -> Json:
     key = _PARTS_KEY.get(kind)  # a reasoning item's `content` is not made of these parts
     parts = value.get(key) if key else None
     if key and isinstance(parts, list):
+        allowed = _SAID if value.get("role") == "assistant" else _GIVEN
         value[key] = [
-            _validate_part(part, path=f"{path}.{key}[{i}]") for i, part in enumerate(parts)
+            _validate_part(part, path=f"{path}.{key}[{i}]", allowed=allowed)
+            for i, part in enumerate(parts)
         ]
     return value
+
+
+# What the model said (an assistant message's parts), and what it is given (every other
+# message's, and a tool output's): as OpenAI, neither kind is accepted in place of the
+# other, which a model's API would refuse only once the turn runs.
+_SAID = ("output_text", "refusal")
+_GIVEN = ("input_text", "input_image", "input_file")
 
 
 def _item_type(item: Mapping[str, Any]) -> Any:
@@ -147,16 +176,16 @@ def _item_type(item: Mapping[str, Any]) -> Any:
     return "message"
 
 
-def _validate_part(part: Any, *, path: str) -> Json:
+def _validate_part(part: Any, *, path: str, allowed: tuple[str, ...]) -> Json:
     if not isinstance(part, Mapping):
         raise invalid_type(path, "an object", part)
     kind = part.get("type")
     refuse_unsent_part(part, path)  # images and files: _attachments.py
-    model = PART_MODELS.get(kind) if isinstance(kind, str) else None
+    model = PART_MODELS.get(kind) if kind in allowed else None
     if model is None:
         raise APIError(
             400,
-            f"Invalid value: '{kind}'. Supported values are: {', '.join(map(repr, PART_MODELS))}.",
+            f"Invalid value: '{kind}'. Supported values are: {', '.join(map(repr, allowed))}.",
             param=f"{path}.type",
             code="invalid_value",
         )

@@ -33,9 +33,10 @@ DOCUMENTED_REFUSALS = {
     ("invalid_value", "after"),  # a cursor that is no item of the list
     (None, "response_id"),  # a cancel of a response that is not a background one
 }
-# Tool pairing (an output without its call, a call without its output, an output twice),
-# for whichever parameter holds the items.
+# Tool pairing (an output without its call, a call without its output, an output or a call
+# twice), for whichever parameter holds the items.
 DOCUMENTED_CODES = {"tool_call_not_found", "tool_output_missing", "duplicate_tool_output"}
+DOCUMENTED_CODES |= {"duplicate_tool_call"}
 # An `item_reference` must name an item the tenant has stored, and a conversation holds an
 # item once (docs/protocol.md, section 4), whichever item holds them.
 DOCUMENTED_CODES |= {"item_not_found", "duplicate_item"}
@@ -102,6 +103,11 @@ def _file_in_output(error: dict[str, Any]) -> bool:
 
 
 def _nul_in_id(error: dict[str, Any]) -> bool:
-    """An id holding a NUL character, refused naming it (docs/protocol.md, section 9)."""
+    """An id holding a NUL character, or that is not one URL path segment of at most 256
+    characters, refused naming it (docs/protocol.md, section 9)."""
     param = error["param"] or ""
-    return error["code"] == "invalid_value" and param.endswith(".id") and "NUL" in error["message"]
+    return (
+        error["code"] == "invalid_value"
+        and param.endswith(".id")
+        and "an id must" in error["message"]
+    )

@@ -137,6 +137,51 @@ META_LONG_KEY = {"k" * 65: "v"}
 META_LONG_VALUE = {"k": "v" * 513}
 
 CREATE_CASES = [
+    # two items of one input with one id: listed, paged and referred to by id, they could
+    # not be told apart (the input_items pager looped on them)
+    case(
+        "duplicate-item-id",
+        "POST",
+        "/v1/responses",
+        turn(
+            input=[
+                {"type": "message", "id": "msg_dup", "role": "user", "content": "one"},
+                {"type": "message", "id": "msg_two", "role": "user", "content": "two"},
+                {"type": "message", "id": "msg_dup", "role": "user", "content": "three"},
+            ]
+        ),
+        code="duplicate_item",
+        param="input[2].id",
+        mentions=("msg_dup",),
+    ),
+    case(
+        "duplicate-item-reference",
+        "POST",
+        "/v1/responses",
+        turn(
+            input=[{"type": "item_reference", "id": ITEM}, {"type": "item_reference", "id": ITEM}]
+        ),
+        code="duplicate_item",
+        param="input[1].id",
+    ),
+    # a part of the wrong side: what a model says (output_text, refusal) only in an
+    # assistant message, what it is given (input_*) only elsewhere, as OpenAI
+    *(
+        case(
+            f"{role}-with-{part}",
+            "POST",
+            "/v1/responses",
+            turn(input=[{"role": role, "content": [{"type": part, "text": "x"}]}]),
+            code="invalid_value",
+            param="input[0].content[0].type",
+            mentions=(part,),
+        )
+        for role, part in (
+            ("assistant", "input_text"),
+            ("user", "output_text"),
+            ("system", "refusal"),
+        )
+    ),
     # unknown parameters, top level and nested
     case(
         "unknown-top",
@@ -901,6 +946,27 @@ OUT_OF_RANGE_CASES = [
 ]
 
 CONVERSATION_CASES = [
+    # an item id must name the item in a URL later (GET and DELETE of one item)
+    *(
+        case(
+            f"item-id-{name}",
+            "POST",
+            f"/v1/conversations/{CONV}/items",
+            {"items": [{**USER, "type": "message", "id": item_id}]},
+            code="invalid_value",
+            param="items[0].id",
+            mentions=("URL path segment",),
+        )
+        for name, item_id in (("slash", "a/b"), ("dot-dot", ".."), ("space", "a b"))
+    ),
+    case(
+        "item-id-too-long",
+        "POST",
+        f"/v1/conversations/{CONV}/items",
+        {"items": [{**USER, "type": "message", "id": "m" * 257}]},
+        code="invalid_value",
+        param="items[0].id",
+    ),
     # POST /v1/conversations
     case(
         "create-unknown",
