@@ -256,7 +256,11 @@ async def _stored_history(
                     )
                 )
             if previous.steer == "rollback" and previous.status == "cancelled":
-                continue  # a rolled-back turn leaves nothing in its lane's history
+                # A rolled-back turn leaves nothing in its lane's history but the outputs
+                # its client sent for earlier calls: those tools ran, and the client
+                # cannot send an output again to a chain that holds it (G5).
+                history += _answers(history, loads_all(inputs))
+                continue
             history += loads_all(inputs)
             history += history_items(
                 json.loads(previous.snapshot)["output"],
@@ -267,6 +271,14 @@ async def _stored_history(
     elif conversation_id:
         history += loads_all(await store.conversation_history(conversation_id, conversation_upto))
     return history, "the item holding them was deleted"
+
+
+def _answers(history: list[Item], items: list[Item]) -> list[Item]:
+    """The outputs among `items` that answer a call of `history`."""
+    calls = {i.get("call_id") for i in history if i.get("type") == "function_call"}
+    return [
+        i for i in items if i.get("type") == "function_call_output" and i.get("call_id") in calls
+    ]
 
 
 async def check_input(

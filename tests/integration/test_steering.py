@@ -622,6 +622,55 @@ def test_a_queued_turn_can_be_cancelled_and_the_next_one_runs(
     assert ids(lane.items()) == ids(seen + final["output"])
 
 
+def test_a_rolled_back_chain_turn_keeps_the_outputs_its_client_sent_for_earlier_calls(
+    sdk: openai.OpenAI,
+) -> None:
+    """A rollback undoes the running turn's own work, not the answer its client gave to a
+    call of the turn before: that tool ran, and a chain holding the answer refuses it a
+    second time (duplicate output). Before, the rollback's successor lost the answer and
+    always failed tool_output_missing, with no way out for the client."""
+    weather: Any = {
+        "type": "function",
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    asked = sdk.responses.create(
+        model=MODEL,
+        input='weather please [[call get_weather {"city": "Paris"}]]',
+        tools=[weather],
+        background=True,
+    )
+    [call] = wait_terminal(sdk, asked.id).output
+    assert call.type == "function_call"
+    answer = {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}
+    running = sdk.responses.create(
+        model=MODEL,
+        previous_response_id=asked.id,
+        input=[answer, {"role": "user", "content": "long answer [[words 200]] [[delay 30]]"}],
+        tools=[weather],
+        background=True,
+    )
+    wait_status(sdk, running.id, "in_progress")
+
+    successor = sdk.responses.create(
+        model=MODEL,
+        previous_response_id=running.id,
+        input="never mind, something else [[words 3]]",
+        tools=[weather],
+        background=True,
+        extra_body={"multitask_strategy": "rollback"},
+    )
+
+    assert wait_terminal(sdk, running.id).status == "cancelled"
+    final = wait_terminal(sdk, successor.id)
+    assert final.status == "completed", final.error
+    assert final.output_text == "never mind, something"
+    with pytest.raises(openai.BadRequestError, match="uplicate"):
+        sdk.responses.create(
+            model=MODEL, previous_response_id=successor.id, input=[answer], tools=[weather]
+        )
+
+
 # -- a foreground new turn waits in place ------------------------------------------------
 
 
