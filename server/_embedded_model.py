@@ -52,7 +52,7 @@ from recovery import (
     text_of,
 )
 
-from ._minimal_instance import minimal_instance
+from ._minimal_instance import UnbuildableSchema, minimal_json
 
 SERVED = ModelInfo(service_tier="default")  # the tier it answers at (the model: as asked)
 SUMMARY_WORDS = 64  # the longest summary, in words
@@ -118,7 +118,9 @@ class EmbeddedModel:
                 return
         words = _answer_words(request.input[user_index + 1 :], plan)
         if request.text_format is not None:
-            words = [_structured(request.text_format)]  # one token: never cut short
+            # One token, never cut short; built off the event loop (bounded, but a few
+            # milliseconds of CPU for the largest schemas the create admits).
+            words = [await asyncio.to_thread(_structured, request.text_format)]
         limit = request.max_output_tokens
         emitted = words if limit is None else words[:limit]
         for i, word in enumerate(emitted):
@@ -162,9 +164,17 @@ class EmbeddedModel:
 
 def _structured(text_format: dict[str, Any]) -> str:
     """The answer for a JSON `text.format`: a minimal instance of its schema, or `{}`."""
-    if text_format.get("type") == "json_schema":
-        return json.dumps(minimal_instance(text_format.get("schema")), separators=(",", ":"))
-    return "{}"
+    if text_format.get("type") != "json_schema":
+        return "{}"
+    try:
+        return minimal_json(text_format.get("schema"))
+    except UnbuildableSchema as exc:
+        # The create refuses such a schema (_validation_output.py); one stored before that
+        # check, and recovered, fails here within the same bounds rather than running away.
+        name = text_format.get("name")
+        raise ModelError(
+            f"Invalid schema for response_format '{name}': {exc}", code="invalid_prompt"
+        ) from None
 
 
 def _certain(token: str, request: ModelRequest) -> tuple[dict[str, Any], ...]:

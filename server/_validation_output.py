@@ -4,7 +4,8 @@ honour them (docs/protocol.md section 3: nothing asked for is dropped silently).
 
 `text.format` is a `type`-tagged union, dispatched by hand (as input items and tools are
 in `_request_rules.py`) so that an error names `text.format.<field>`; its field is typed
-loosely for pydantic and documented exactly with `WithJsonSchema`.
+loosely for pydantic and documented exactly with `WithJsonSchema`. A `json_schema` format
+must have a minimal instance within the bounds of `_minimal_instance.py`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, WithJsonSchema
 
 from ._errors import APIError
+from ._minimal_instance import UnbuildableSchema, minimal_json
 from ._validation_base import Json, _Strict, validate
 from ._validation_errors import invalid_type
 
@@ -116,7 +118,28 @@ def validate_text_format(value: Any, *, path: str) -> Json:
             param=f"{path}.type",
             code="invalid_value",
         )
-    return validate(model, value, path=path)
+    checked = validate(model, value, path=path)
+    if model is TextFormatJsonSchema:
+        _check_buildable(checked, path)
+    return checked
+
+
+def _check_buildable(text_format: Json, path: str) -> None:
+    """Refuse a schema whose minimal instance cannot be built within the bounds of
+    `_minimal_instance.py` (a `$ref` cycle, an answer too large, a `$ref` to nothing),
+    before anything is stored: the embedded model answers with that instance, and a
+    recovered response would build it again after every restart. Whichever model will
+    answer, since that is decided only when the turn runs (an agent may have its own);
+    the bounds are far past what structured outputs use."""
+    try:
+        minimal_json(text_format["schema"])
+    except UnbuildableSchema as exc:
+        raise APIError(
+            400,
+            f"Invalid schema for response_format '{text_format['name']}': {exc}",
+            param=f"{path}.schema",
+            code="invalid_json_schema",
+        ) from None
 
 
 def _check_include(value: str, param: str) -> None:
