@@ -45,6 +45,9 @@ DOCUMENTED_CODES |= {"file_too_large"}
 # A compaction item this server did not make, which its model cannot read (the
 # document's description; docs/protocol.md, section 4).
 DOCUMENTED_CODES |= {"invalid_encrypted_content"}
+# A json_schema whose smallest instance is infinite or too large to build (docs/protocol.md,
+# section 3).
+DOCUMENTED_CODES |= {"invalid_json_schema"}
 
 _stored_before: dict[str, int] = {}
 
@@ -89,7 +92,12 @@ def schema_valid_refused_only_by_documented_rule(
     if response.status_code != 400:
         return None
     error = response.json()["error"]
-    documented = error["code"] in DOCUMENTED_CODES or _nul_in_id(error) or _file_in_output(error)
+    documented = (
+        error["code"] in DOCUMENTED_CODES
+        or _nul_in_id(error)
+        or _file_in_output(error)
+        or _part_of_the_wrong_side(error)
+    )
     assert documented or (error["code"], error["param"]) in DOCUMENTED_REFUSALS, (
         f"schema-valid data refused for a reason the document does not give: {error}"
     )
@@ -106,8 +114,14 @@ def _nul_in_id(error: dict[str, Any]) -> bool:
     """An id holding a NUL character, or that is not one URL path segment of at most 256
     characters, refused naming it (docs/protocol.md, section 9)."""
     param = error["param"] or ""
-    return (
-        error["code"] == "invalid_value"
-        and param.endswith(".id")
-        and "an id must" in error["message"]
+    named = param.endswith(".id") or param in ("conversation", "previous_response_id")
+    return error["code"] == "invalid_value" and named and "an id must" in error["message"]
+
+
+def _part_of_the_wrong_side(error: dict[str, Any]) -> bool:
+    """An `input_*` part in an assistant message, or an `output_text` or `refusal` part
+    elsewhere (docs/protocol.md, section 4)."""
+    param = error["param"] or ""
+    return error["code"] == "invalid_value" and bool(
+        re.search(r"\.(content|output)\[\d+\]\.type$", param)
     )
