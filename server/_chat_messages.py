@@ -15,13 +15,28 @@ Item = dict[str, Any]
 
 
 def tool_choice(choice: Any) -> Any:
-    """A Responses `tool_choice` as Chat Completions takes it."""
+    """A Responses `tool_choice` as Chat Completions takes it. `allowed_tools` keeps its
+    restriction (Chat Completions has the same choice, its list under `allowed_tools`):
+    every tool is still sent, and the model may call only those listed."""
     if isinstance(choice, dict):
         if choice.get("type") == "function":
             return {"type": "function", "function": {"name": choice["name"]}}
         if choice.get("type") == "allowed_tools":
-            return "required" if choice.get("mode") == "required" else "auto"
+            listed = [_allowed_tool(tool) for tool in choice.get("tools") or ()]
+            return {
+                "type": "allowed_tools",
+                "allowed_tools": {"mode": choice.get("mode"), "tools": listed},
+            }
     return choice
+
+
+def _allowed_tool(tool: Any) -> Any:
+    """An `allowed_tools` entry in the Chat Completions shape. An entry that names no
+    function is sent as it is, for the upstream to take or refuse: never left out, which
+    would change what the model may call."""
+    if isinstance(tool, dict) and tool.get("type") == "function" and "name" in tool:
+        return {"type": "function", "function": {"name": tool["name"]}}
+    return tool
 
 
 def chat_messages(instructions: str | None, items: list[Item]) -> list[dict[str, Any]]:

@@ -4,7 +4,10 @@ OpenAI, Azure OpenAI), streaming, as a `recovery.Model`.
 It maps Responses items to chat messages, the request's parameters to their Chat
 Completions names (`text.format` -> `response_format`, `reasoning.effort` ->
 `reasoning_effort`, logprobs, ...), and the streamed chunks back to model events,
-including the `model` (and `service_tier`) the upstream says answered. Streamed
+including the `model` (and `service_tier`) the upstream says answered. Function tools
+keep `strict`, and `tool_choice` `allowed_tools` becomes Chat Completions' own
+`allowed_tools` choice, so the model may call only the tools it lists; a tool field Chat
+Completions has no place for fails the step, never dropped (`chat_tool`). Streamed
 `reasoning_content` (vLLM, DeepSeek, llama.cpp) or `reasoning` (Ollama, OpenRouter)
 deltas become the step's reasoning, `refusal` deltas its refusal. Input images and
 files become `image_url` and `file` parts; reasoning items of the input are not sent
@@ -61,17 +64,7 @@ def chat_request(request: ModelRequest, pinned: str | None) -> dict[str, Any]:
         "stream_options": {"include_usage": True},
     }
     if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool["name"],
-                    "description": tool.get("description") or "",
-                    "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-                },
-            }
-            for tool in request.tools
-        ]
+        body["tools"] = [chat_tool(tool) for tool in request.tools]
         body["tool_choice"] = tool_choice(request.tool_choice)
         body["parallel_tool_calls"] = request.parallel_tool_calls
     for key, value in (
@@ -97,6 +90,46 @@ def chat_request(request: ModelRequest, pinned: str | None) -> dict[str, Any]:
         if request.top_logprobs is not None:
             body["top_logprobs"] = request.top_logprobs
     return body
+
+
+# A function without parameters: no arguments, and a schema strict mode takes.
+_NO_PARAMETERS = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+
+
+def chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A Responses function tool as a Chat Completions one: `name`, `description`,
+    `parameters` and `strict`, the fields its `function` has. A field of the tool that
+    asks for more than that (`defer_loading`, `allowed_callers` other than `direct`,
+    `output_schema`) fails the step rather than being left out (`_unsendable`)."""
+    unsendable = _unsendable(tool)
+    if unsendable is not None:
+        raise ModelError(
+            f"Function tool '{tool['name']}' sets '{unsendable}', which a Chat Completions "
+            "upstream has no field for; leave it out, or use a Responses upstream.",
+            code="invalid_prompt",
+        )
+    function = {
+        "name": tool["name"],
+        "description": tool.get("description") or "",
+        "parameters": tool.get("parameters") or _NO_PARAMETERS,
+    }
+    if tool.get("strict") is not None:
+        function["strict"] = tool["strict"]
+    return {"type": "function", "function": function}
+
+
+def _unsendable(tool: dict[str, Any]) -> str | None:
+    """The first field of `tool` that asks what a Chat Completions function cannot say.
+    `defer_loading: false` and `allowed_callers: ["direct"]` are what every Chat
+    Completions function already is."""
+    if tool.get("defer_loading"):
+        return "defer_loading"
+    callers = tool.get("allowed_callers")
+    if callers is not None and set(callers) != {"direct"}:
+        return "allowed_callers"
+    if tool.get("output_schema") is not None:
+        return "output_schema"
+    return None
 
 
 def response_format(text_format: dict[str, Any]) -> dict[str, Any]:

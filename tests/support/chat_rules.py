@@ -1,11 +1,20 @@
 """What an OpenAI Chat Completions endpoint refuses with a 400, for the fake upstream:
 malformed message content parts (images, files), a malformed or non-strict
-`response_format`, and a `json_object` request whose messages never say "json".
+`response_format`, a `json_object` request whose messages never say "json", and
+malformed `tools` and `tool_choice`: a function with a field Chat Completions does not
+know (its `function` has `name`, `description`, `parameters` and `strict` only), a
+`strict` function whose schema strict mode cannot take, a `tool_choice` naming no
+declared function or not in one of its three shapes (a string, `function`, or
+`allowed_tools` with its `mode` and `tools` under `allowed_tools`, each tool
+`{"type": "function", "function": {"name"}}`), `tool_choice` or `parallel_tool_calls`
+without `tools`.
 
 Each rule returns (message, param) in the words OpenAI uses, or None; `answer_error`
 checks a scripted answer against the `response_format` it must honour (a real model
 under structured outputs only ever answers valid JSON, so a script that does not is a
-test's mistake, reported as loudly).
+test's mistake, reported as loudly), and `calls_error` scripted tool calls against the
+tools the request lets the model call (`allowed_calls`): a call outside them, or no call
+where `tool_choice` requires one, is the test's mistake too.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ def request_error(body: dict[str, Any]) -> Fault | None:
         fault = _message_error(message, f"messages[{index}]")
         if fault is not None:
             return fault
-    return _format_error(body.get("response_format"), messages)
+    return _format_error(body.get("response_format"), messages) or _tools_error(body)
 
 
 def _message_error(message: dict[str, Any], path: str) -> Fault | None:
@@ -187,4 +196,154 @@ def answer_error(response_format: Any, answer: str) -> str | None:
         Draft202012Validator(response_format["json_schema"]["schema"]).validate(value)
     except ValidationError as exc:
         return f"the scripted answer does not match the json_schema: {exc.message}"
+    return None
+
+
+# -- tools and tool_choice ------------------------------------------------------------
+
+_FUNCTION_FIELDS = {"name", "description", "parameters", "strict"}
+_CHOICES = ("none", "auto", "required")
+
+
+def _tools_error(body: dict[str, Any]) -> Fault | None:
+    tools = body.get("tools")
+    if tools is None:
+        for key in ("tool_choice", "parallel_tool_calls"):
+            if body.get(key) is not None:
+                return (
+                    f"Invalid value for '{key}': '{key}' is only allowed when 'tools' are "
+                    "specified.",
+                    key,
+                )
+        return None
+    for index, tool in enumerate(tools):
+        fault = _tool_error(tool, f"tools[{index}]")
+        if fault is not None:
+            return fault
+    return _choice_error(body.get("tool_choice"), declared(body))
+
+
+def _tool_error(tool: Any, where: str) -> Fault | None:
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        kind = tool.get("type") if isinstance(tool, dict) else tool
+        return f"Invalid value: '{kind}'. Supported values are: 'function' and 'custom'.", (
+            f"{where}.type"
+        )
+    extra = sorted(set(tool) - {"type", "function"})
+    if extra:
+        return f"Unrecognized request argument supplied: {where}.{extra[0]}", f"{where}.{extra[0]}"
+    function = tool.get("function")
+    where = f"{where}.function"
+    if not isinstance(function, dict):
+        return f"Missing required parameter: '{where}'.", where
+    extra = sorted(set(function) - _FUNCTION_FIELDS)
+    if extra:
+        return f"Unknown parameter: '{where}.{extra[0]}'.", f"{where}.{extra[0]}"
+    if not _NAME.match(str(function.get("name", ""))):
+        return f"Invalid '{where}.name': string does not match pattern.", f"{where}.name"
+    parameters = function.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        return f"Invalid type for '{where}.parameters': expected an object.", f"{where}.parameters"
+    strict = function.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        return f"Invalid type for '{where}.strict': expected a boolean.", f"{where}.strict"
+    if strict and parameters is not None:
+        problem = _strict_problem(parameters, ())
+        if problem is not None:
+            return (
+                f"Invalid schema for function '{function['name']}': {problem}",
+                f"{where}.parameters",
+            )
+    return None
+
+
+def declared(body: dict[str, Any]) -> list[str]:
+    """The names of the functions a (valid) request declares."""
+    return [tool["function"]["name"] for tool in body.get("tools") or ()]
+
+
+def _choice_error(choice: Any, names: list[str]) -> Fault | None:
+    if choice is None or choice in _CHOICES:
+        return None
+    if not isinstance(choice, dict):
+        return (
+            f"Invalid value: '{choice}'. Supported values are: 'none', 'auto' and 'required'.",
+            "tool_choice",
+        )
+    kind = choice.get("type")
+    if kind == "function":
+        return _named_error(choice, {"type", "function"}, names, "tool_choice")
+    if kind != "allowed_tools":
+        return (
+            f"Invalid value: '{kind}'. Supported values are: 'function', 'allowed_tools' and "
+            "'custom'.",
+            "tool_choice.type",
+        )
+    if set(choice) != {"type", "allowed_tools"}:
+        extra = sorted(set(choice) ^ {"type", "allowed_tools"})[0]
+        return f"Unrecognized or missing parameter: 'tool_choice.{extra}'.", f"tool_choice.{extra}"
+    allowed = choice["allowed_tools"]
+    where = "tool_choice.allowed_tools"
+    if not isinstance(allowed, dict) or set(allowed) != {"mode", "tools"}:
+        return f"Invalid '{where}': expected an object with 'mode' and 'tools'.", where
+    if allowed["mode"] not in ("auto", "required"):
+        return (
+            f"Invalid value: '{allowed['mode']}'. Supported values are: 'auto' and 'required'.",
+            f"{where}.mode",
+        )
+    if not isinstance(allowed["tools"], list):
+        return f"Invalid type for '{where}.tools': expected an array.", f"{where}.tools"
+    for index, tool in enumerate(allowed["tools"]):
+        fault = _named_error(tool, {"type", "function"}, names, f"{where}.tools[{index}]")
+        if fault is not None:
+            return fault
+    return None
+
+
+def _named_error(value: Any, fields: set[str], names: list[str], where: str) -> Fault | None:
+    """A `{"type": "function", "function": {"name"}}` naming a declared function."""
+    if not isinstance(value, dict) or set(value) != fields or value["type"] != "function":
+        return f"Invalid '{where}': expected {{'type': 'function', 'function': {{'name'}}}}.", where
+    function = value["function"]
+    if not isinstance(function, dict) or set(function) != {"name"}:
+        return f"Missing required parameter: '{where}.function.name'.", f"{where}.function.name"
+    if function["name"] not in names:
+        return (
+            f"Invalid value for '{where}': function '{function['name']}' is not among the "
+            "functions in 'tools'.",
+            where,
+        )
+    return None
+
+
+def allowed_calls(body: dict[str, Any]) -> tuple[frozenset[str], bool]:
+    """The functions a (valid) request lets the model call, and whether it must call one:
+    `none` none, `auto` and `required` any declared, a named `function` that one (which it
+    must call), `allowed_tools` those listed (and one of them, when its mode is
+    `required`)."""
+    names = frozenset(declared(body))
+    choice = body.get("tool_choice")
+    if not names or choice == "none":
+        return frozenset(), False
+    if not isinstance(choice, dict):
+        return names, choice == "required"
+    if choice["type"] == "function":
+        return frozenset({choice["function"]["name"]}), True
+    allowed = choice["allowed_tools"]
+    listed = frozenset(tool["function"]["name"] for tool in allowed["tools"])
+    return listed, allowed["mode"] == "required"
+
+
+def calls_error(allowed: tuple[frozenset[str], bool], called: list[str]) -> str | None:
+    """Why a model under `allowed` (`allowed_calls`) could not answer by calling
+    `called`, or None."""
+    names, required = allowed
+    for name in called:
+        if name not in names:
+            return (
+                f"the scripted call to '{name}' is not one the request lets the model make "
+                f"(it may call: {sorted(names)})"
+            )
+    if required and not called:
+        return "the request's tool_choice requires a tool call, but the scripted answer has none"
     return None

@@ -22,8 +22,9 @@ id, and only a partial, unusable one in its `output_item.added`), and logprobs c
 with `include: ["message.output_text.logprobs"]` (made up: -0.5 a word, `top_logprobs`
 alternatives). Messages said before the answer (`commentary`) carry `phase: commentary`,
 and the answer after them `phase: final_answer`. Under a JSON `text.format` a scripted
-answer must be valid for it (a real model's is): one that is not gets HTTP 500 naming
-the test's mistake.
+answer must be valid for it (a real model's is), and a scripted call must be to a function
+the request's `tools` and `tool_choice` allow (`allowed_tools` included): a turn that
+breaks either gets HTTP 500 naming the test's mistake, listed in `mistakes`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any, ClassVar
 
 from tests.support.chat_rules import answer_error
 from tests.support.fake_upstream import Fault, ScriptedHandler, ScriptedUpstream
-from tests.support.responses_rules import request_error
+from tests.support.responses_rules import allowed_calls, request_error
 
 Call = tuple[str, str, str]  # (call id, name, arguments)
 Event = dict[str, Any]
@@ -191,10 +192,9 @@ class ResponsesHandler(ScriptedHandler):
         if turn.kind == "reset":
             self.drop()
             return
-        mistake = (
-            answer_error(_chat_format(self.request), turn.text) if turn.kind == "text" else None
-        )
+        mistake = self._mistake(turn)
         if mistake is not None:
+            self.upstream.mistakes.append(mistake)
             turn = fault(500, body={"error": {"message": f"fake upstream: {mistake}"}})
         if turn.kind == "fault":
             error = turn.body or {"error": {"message": "scripted fault", "type": "server_error"}}
@@ -212,6 +212,19 @@ class ResponsesHandler(ScriptedHandler):
         self._event("response.created", response=self._response("in_progress"))
         self._event("response.in_progress", response=self._response("in_progress"))
         self._items(turn)
+
+    def _mistake(self, turn: Turn) -> str | None:
+        """Why no real model could play `turn` for the request (it passed `fault`)."""
+        if turn.kind == "text":
+            return answer_error(_chat_format(self.request), turn.text)
+        allowed = allowed_calls(self.request)
+        for _, name, _ in turn.calls:
+            if name not in allowed:
+                return (
+                    f"the scripted call to '{name}' is not one the request lets the model "
+                    f"make (it may call: {sorted(allowed)})"
+                )
+        return None
 
     def _items(self, turn: Turn) -> None:
         if turn.kind == "reset_mid":

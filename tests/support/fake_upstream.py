@@ -18,9 +18,13 @@ one already answered), gets HTTP 400 in OpenAI's error envelope with OpenAI's me
 consumes no scripted turn, and is listed in `refusals` (index into `requests`, message).
 `pairing_error` is the same rule as a function. It refuses as strictly, the same way,
 what `tests/support/chat_rules.py` lists: malformed image and file parts, a malformed or
-non-strict `response_format`, `json_object` without the word "json". Under a JSON
-`response_format` a scripted answer must be valid JSON for it (a real model's always is):
-one that is not gets HTTP 500 naming the test's mistake.
+non-strict `response_format`, `json_object` without the word "json", malformed `tools`
+(a field Chat Completions' functions do not have; `strict` with a schema strict mode cannot
+take) and `tool_choice` (`allowed_tools` in its Chat Completions shape only). Under a JSON
+`response_format` a scripted answer must be valid JSON for it (a real model's always is),
+and a scripted tool call must be one the request's `tools` and `tool_choice` allow (no
+call where they require one): a turn that breaks either gets HTTP 500 naming the test's
+mistake, listed in `mistakes`.
 
 A turn may stream reasoning first (`reasoning=`, as `reasoning_content` deltas, or as
 `reasoning` deltas with `reasoning_field="reasoning"`, as Ollama sends them), and
@@ -44,7 +48,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-from tests.support.chat_rules import answer_error, request_error
+from tests.support.chat_rules import allowed_calls, answer_error, calls_error, request_error
 
 
 @dataclass(frozen=True)
@@ -220,6 +224,7 @@ class ScriptedUpstream:
         self.headers: list[dict[str, str]] = []  # lower-cased names, per request
         self.arrivals: list[float] = []  # time.monotonic() per request
         self.refusals: list[Refusal] = []  # requests refused (what the upstream would refuse)
+        self.mistakes: list[str] = []  # scripted turns no real model could have played
         self._lock = threading.Lock()
         handler = type("Handler", (self.Handler,), {"upstream": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -347,16 +352,22 @@ class ChatHandler(ScriptedHandler):
     pace = 0.0
     logprobs = False  # the request asked for logprobs
     turn = Turn("text")
-    response_format: Any = None  # the request's
+    request: dict[str, Any]
 
     def prepare(self, body: dict[str, Any]) -> None:
         self.logprobs = bool(body.get("logprobs"))
-        self.response_format = body.get("response_format")
+        self.request = body
 
     def _mistake(self, turn: Turn) -> str | None:
-        if turn.kind != "text":
+        """Why no real model could play `turn` for the request (it passed `fault`)."""
+        if turn.kind not in ("text", "tool_calls"):
             return None
-        return answer_error(self.response_format, turn.text)
+        called = [name for _, name, _ in turn.calls]
+        if turn.kind == "text":
+            mistake = answer_error(self.request.get("response_format"), turn.text)
+            if mistake is not None:
+                return mistake
+        return calls_error(allowed_calls(self.request), called)
 
     def play(self, turn: Turn) -> None:
         if turn.kind == "reset":
@@ -364,6 +375,7 @@ class ChatHandler(ScriptedHandler):
             return
         mistake = self._mistake(turn)
         if mistake is not None:
+            self.upstream.mistakes.append(mistake)
             turn = fault(500, body={"error": {"message": f"fake upstream: {mistake}"}})
         if turn.kind == "fault":
             error = turn.body or {"error": {"message": "scripted fault"}}

@@ -12,7 +12,8 @@ item of that id (without it, OpenAI looks the id up, and with `store: false` fin
 nothing: a 404), followed by the item it led to; an assistant message's `phase` one of
 OpenAI's; an `item_reference` never (nothing is stored); tools, `tool_choice`,
 `text.format` (strict schemas, the word "json" for `json_object`), `reasoning` and
-`include` as OpenAI takes them.
+`include` as OpenAI takes them. `allowed_calls(body)` is the functions a request lets the
+model call (its `tools` narrowed by `tool_choice`).
 
 `request_error(body, issued)` returns the first fault as a `Refusal` (its `request` -1),
 or None; `issued` maps the encrypted reasoning this upstream handed out to the id of the
@@ -533,10 +534,47 @@ def _tool_choice_error(choice: Any, names: list[str]) -> Refusal | None:
             )
         return None
     if kind == "allowed_tools":
-        if choice.get("mode") not in ("auto", "required"):
-            return _invalid(choice.get("mode"), ["auto", "required"], "tool_choice.mode")
-        return None
+        return _allowed_tools_error(choice)
     return _invalid(kind, ["function", "allowed_tools"], "tool_choice.type")
+
+
+def _allowed_tools_error(choice: Body) -> Refusal | None:
+    """`allowed_tools` in the Responses shape: `mode`, and `tools` each a tool's
+    `{"type", ...}` (a function's `{"type": "function", "name"}`), never the Chat
+    Completions shape (`allowed_tools`, `function`)."""
+    extra = sorted(set(choice) - {"type", "mode", "tools"})
+    if extra:
+        return _unknown(f"tool_choice.{extra[0]}")
+    if choice.get("mode") not in ("auto", "required"):
+        return _invalid(choice.get("mode"), ["auto", "required"], "tool_choice.mode")
+    tools = choice.get("tools")
+    if not isinstance(tools, list):
+        return _type_error("tool_choice.tools", "an array", tools)
+    for index, tool in enumerate(tools):
+        where = f"tool_choice.tools[{index}]"
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            return _type_error(where, "an object with a 'type'", tool)
+        if tool["type"] == "function":
+            extra = sorted(set(tool) - {"type", "name"})
+            if extra:
+                return _unknown(f"{where}.{extra[0]}")
+            if not isinstance(tool.get("name"), str):
+                return _type_error(f"{where}.name", "a string", tool.get("name"))
+    return None
+
+
+def allowed_calls(body: Body) -> frozenset[str]:
+    """The functions a (valid) request lets the model call: none under `none`, those an
+    `allowed_tools` choice lists, the named one under a `function` choice, else any
+    declared."""
+    choice = body.get("tool_choice")
+    if choice == "none":
+        return frozenset()
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        return frozenset(t["name"] for t in choice["tools"] if t["type"] == "function")
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return frozenset({choice["name"]})
+    return frozenset(tool["name"] for tool in body.get("tools") or ())
 
 
 def _text(body: Body, issued: Mapping[str, str]) -> Refusal | None:
