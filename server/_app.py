@@ -282,6 +282,9 @@ def create_app(
         exception_handlers=handlers,
         lifespan=lifespan,
     )
+    # No redirect of `/v1/responses/` to `/v1/responses`: a bare 307 with no body is no
+    # answer an OpenAI client expects; an unknown path is a 404 in the envelope, as there.
+    app.router.redirect_slashes = False
     app.state.metrics = metrics
     app.state.settings = config
     app.state.store_wait = None

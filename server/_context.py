@@ -61,7 +61,16 @@ def tenant(request: Request) -> str:
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing more than `limit` bytes without reading them all."""
+    """The request body, refusing more than `limit` bytes without reading them all, and
+    any `Content-Encoding` but `identity` (a compressed body would otherwise be read as
+    bad JSON, and a header claiming one be ignored)."""
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":
+        raise APIError(
+            415,
+            f"Content-Encoding '{encoding}' is not supported: send the body uncompressed.",
+            code="unsupported_content_encoding",
+        )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(int(declared), limit)

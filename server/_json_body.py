@@ -14,6 +14,7 @@ from ._validation_base import Json
 # a bound a body a few hundred levels deep parses, then exhausts the recursion limit of
 # whichever recursive code meets it next (validation, encoding, the store).
 MAX_JSON_DEPTH = 64
+MAX_INT_DIGITS = 4300
 
 
 def parse_json(body: bytes) -> Json:
@@ -25,7 +26,12 @@ def parse_json(body: bytes) -> Json:
     if not body.strip():
         raise _invalid_json("The body is empty; send a JSON object.")
     try:
-        value = json.loads(body, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = json.loads(
+            body,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+        )
         # A lone surrogate (a JSON "\\ud800" escape) parses, but can be neither stored
         # nor sent back: refuse it here rather than fail in the store.
         json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -55,6 +61,14 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(number):
         raise ValueError(f"The number {text[:32]} is out of range: numbers must be finite.")
     return number
+
+
+def _bounded_int(text: str) -> int:
+    # Python's own bound on reading an integer (its error would tell the client to change
+    # an interpreter setting); no request needs a number nearly this long.
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"The number {text[:32]}... has more than {MAX_INT_DIGITS} digits.")
+    return int(text)
 
 
 def _nested_deeper_than(value: Json, limit: int) -> bool:

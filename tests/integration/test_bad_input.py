@@ -105,6 +105,11 @@ UNPARSABLE_BODIES = [
     ("number-1e309", b'{"model": "embedded", "input": "hi", "metadata": {"a": 1e309}}'),
     ("number-minus-1e309", b'{"model": "embedded", "input": "hi", "top_p": -1e309}'),
     ("number-1E400-in-array", b'{"model": "embedded", "input": [1E400]}'),
+    # past the digits Python reads into an int (its own message would name sys.set_int_...)
+    (
+        "integer-5000-digits",
+        b'{"model": "embedded", "input": "hi", "top_p": 1' + b"0" * 5000 + b"}",
+    ),
     ("array", b"[]"),
     ("string", b'"hello"'),
     ("number", b"5"),
@@ -117,6 +122,23 @@ PARSE_CASES = [
     case(f"{name}-{kind}", method, path, body, code="invalid_json", param=None)
     for name, method, path in JSON_BODY_ROUTES
     for kind, body in UNPARSABLE_BODIES
+]
+# A compressed body, or one claiming to be: refused by name, never read as bad JSON nor
+# the header ignored.
+PARSE_CASES += [
+    case(
+        f"{name}-content-encoding-{encoding}",
+        method,
+        path,
+        {"model": "embedded", "input": "hi"},
+        status=415,
+        code="unsupported_content_encoding",
+        param=None,
+        mentions=(encoding,),
+        headers={"content-encoding": encoding},
+    )
+    for name, method, path in JSON_BODY_ROUTES
+    for encoding in ("gzip", "br")
 ]
 
 # Bodies for POST /v1/responses name the conversation, so a request wrongly accepted
@@ -1279,6 +1301,8 @@ def test_bad_request_is_refused_in_the_envelope_and_changes_nothing(
         pytest.param("/v1/responses/resp_1/outputs", id="unknown-under-response"),
         pytest.param("/v1/conversations/conv_1/items/msg_1/more", id="too-deep"),
         pytest.param("/v2/responses", id="wrong-version"),
+        pytest.param("/v1/responses/", id="trailing-slash"),
+        pytest.param("/v1/conversations/", id="trailing-slash-conversations"),
     ],
 )
 def test_unknown_path_is_a_404_envelope(raw: httpx.Client, path: str) -> None:
