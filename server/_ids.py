@@ -9,6 +9,7 @@ be listed but never fetched or deleted on its own.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -32,7 +33,7 @@ register_url_convertor("id", IdConvertor())
 
 # An id the client gives an item must name it in a URL later (GET and DELETE of a
 # conversation's item): one path segment that no client or proxy rewrites.
-_UNADDRESSABLE = frozenset("/?#%\\")
+_UNADDRESSABLE = re.compile(r"[/?#%\\\s]")
 MAX_ID = 256
 
 
@@ -41,9 +42,7 @@ def check_id(value: str) -> str:
         raise ValueError("an id must not contain a NUL character")
     if not value or len(value) > MAX_ID:
         raise ValueError(f"an id must be 1 to {MAX_ID} characters long")
-    if value in (".", "..") or any(
-        c in _UNADDRESSABLE or not c.isprintable() or c.isspace() for c in value
-    ):
+    if value in (".", "..") or not value.isprintable() or _UNADDRESSABLE.search(value):
         raise ValueError(
             "an id must be usable as one URL path segment: no '/', '?', '#', '%', '\\', "
             "spaces or control characters, and not '.' or '..'"
