@@ -266,6 +266,11 @@ async def _stored_history(
                 json.loads(previous.snapshot)["output"],
                 ended_incomplete=previous.status == ResponseStatus.INCOMPLETE,
             )
+            if not ResponseStatus(previous.status).is_terminal:
+                # A running response's calls are published with its step record, before
+                # its snapshot has them: a client may answer one as soon as it sees it.
+                recorded = await store.get_step(previous.id, previous.step)
+                history += json.loads(recorded) if recorded is not None else []
         if cut_at is not None:
             return history, f"response {cut_at} of the chain was deleted"
     elif conversation_id:

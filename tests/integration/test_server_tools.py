@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -16,6 +17,7 @@ from tests.support.schemas import validate_event, validate_response
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import check_stream, parse_sse
+from tests.support.waiting import wait_terminal
 
 AGENT = ("--agent", "tests.agents.tool_agent:agent")
 
@@ -190,6 +192,52 @@ def test_server_and_client_tools_mix_in_one_turn(sdk: openai.OpenAI, effects_dir
     assert second.status == "completed"
     assert "ask_user -> yes" in second.output_text
     assert len(effects(effects_dir, "lookup")) == 1
+
+
+def test_a_client_call_can_be_answered_as_soon_as_it_is_published(
+    sdk: openai.OpenAI, effects_dir: Path
+) -> None:
+    """A step's calls are published with its step record, while its server tools still
+    run and before its snapshot holds them: a client that answers its own call at once,
+    continuing the running response, is accepted (its turn waits in the lane). Before,
+    it was refused tool_call_not_found, for a call the server had just published."""
+    client_tool: Any = {
+        "type": "function",
+        "name": "ask_user",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+    }
+    stream = sdk.responses.create(
+        model="m",
+        input='go [[call wait_a_bit {"seconds": 2}]] [[call ask_user {"q": "ok?"}]]',
+        tools=[client_tool],
+        background=True,
+        stream=True,
+    )
+    first_id = call_id = ""
+    with stream:
+        for event in stream:
+            if event.type == "response.created":
+                first_id = event.response.id
+            if event.type == "response.output_item.done" and getattr(event.item, "name", "") == (
+                "ask_user"
+            ):
+                call_id = event.item.call_id  # type: ignore[union-attr]
+                break
+    assert first_id and call_id
+    assert sdk.responses.retrieve(first_id).status == "in_progress", "the server tool still runs"
+
+    second = sdk.responses.create(
+        model="m",
+        previous_response_id=first_id,
+        input=[{"type": "function_call_output", "call_id": call_id, "output": "yes"}],
+        tools=[client_tool],
+        background=True,
+    )
+
+    final = wait_terminal(sdk, second.id)
+    assert final.status == "completed", final.error
+    assert "ask_user -> yes" in final.output_text
+    assert len(effects(effects_dir, "wait_a_bit")) == 1
 
 
 def test_declaring_a_server_tool_as_a_client_tool_is_refused(sdk: openai.OpenAI) -> None:
