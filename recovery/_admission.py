@@ -104,6 +104,7 @@ class Admissions:
             )
             self._check_compaction_items(agent, history, params)
             _check_declared_tools(agent, params)
+            _check_tool_choice(agent, params)
             new, events = new_turn(params, tenant, lane, self._runs.owner, self._settings)
             admission = Admission(
                 reject_if_busy=strategy == "reject",
@@ -279,6 +280,38 @@ def _check_declared_tools(agent: Agent | Workflow, params: dict[str, Any]) -> No
                 f"Tool '{declared['name']}' is provided by the server; do not declare it "
                 "in 'tools'.",
                 param=f"tools[{index}].name",
+                code="invalid_value",
+            )
+
+
+def _check_tool_choice(agent: Agent | Workflow, params: dict[str, Any]) -> None:
+    """A `tool_choice` that names or needs tools names tools this turn has: declared in
+    `tools`, or the agent's own. Sent on, it would be dropped (no tools: none to require)
+    or refused by the model only once the turn runs."""
+    if not isinstance(agent, Agent):
+        return  # a workflow calls no model
+    choice = params.get("tool_choice")
+    names = {t["name"] for t in params.get("tools") or []} | {t.name for t in agent.tools}
+    if choice == "required" and not names:
+        raise InvalidRequest(
+            "Tool choice 'required' needs a tool to call; declare one in 'tools'.",
+            param="tool_choice",
+            code="invalid_value",
+        )
+    if not isinstance(choice, dict) or choice.get("type") != "allowed_tools":
+        return
+    for index, entry in enumerate(choice["tools"]):
+        if not isinstance(entry, dict) or entry.get("type") != "function":
+            raise InvalidRequest(
+                "Only function tools can be listed in 'allowed_tools' here.",
+                param=f"tool_choice.tools[{index}]",
+                code="invalid_value",
+            )
+        if entry.get("name") not in names:
+            raise InvalidRequest(
+                f"Allowed tool '{entry.get('name')}' is neither declared in 'tools' nor one "
+                "of the server's tools.",
+                param=f"tool_choice.tools[{index}].name",
                 code="invalid_value",
             )
 

@@ -26,7 +26,7 @@ DOCUMENTED_REFUSALS = {
     ("invalid_parameter_combination", "conversation"),  # with previous_response_id
     ("invalid_value", "store"),  # background needs store
     ("invalid_value", "stream_options"),  # needs stream
-    ("invalid_value", "tool_choice"),  # a function not declared in tools
+    ("invalid_value", "tool_choice"),  # a function not declared in tools; required, none
     ("previous_response_not_found", "previous_response_id"),
     ("idempotency_key_reused", "Idempotency-Key"),  # the same key with another body
     ("invalid_parameter_combination", "Idempotency-Key"),  # a key with store: false
@@ -97,6 +97,7 @@ def schema_valid_refused_only_by_documented_rule(
         or _nul_in_id(error)
         or _file_in_output(error)
         or _part_of_the_wrong_side(error)
+        or _not_an_allowed_tool(error)
     )
     assert documented or (error["code"], error["param"]) in DOCUMENTED_REFUSALS, (
         f"schema-valid data refused for a reason the document does not give: {error}"
@@ -125,3 +126,10 @@ def _part_of_the_wrong_side(error: dict[str, Any]) -> bool:
     return error["code"] == "invalid_value" and bool(
         re.search(r"\.(content|output)\[\d+\]\.type$", param)
     )
+
+
+def _not_an_allowed_tool(error: dict[str, Any]) -> bool:
+    """An `allowed_tools` entry that is no function tool of the request or the server
+    (docs/protocol.md, section 5)."""
+    param = error["param"] or ""
+    return error["code"] == "invalid_value" and param.startswith("tool_choice.tools[")

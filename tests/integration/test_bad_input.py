@@ -586,6 +586,43 @@ CREATE_CASES = [
         code="invalid_type",
         param="tool_choice.tools",
     ),
+    # tools a tool_choice names or needs must be the request's or the server's
+    case(
+        "tool-choice-required-without-tools",
+        "POST",
+        "/v1/responses",
+        turn(tool_choice="required"),
+        code="invalid_value",
+        param="tool_choice",
+        mentions=("required",),
+    ),
+    case(
+        "tool-choice-allowed-tools-unknown-name",
+        "POST",
+        "/v1/responses",
+        turn(
+            tools=[{"type": "function", "name": "f"}],
+            tool_choice={
+                "type": "allowed_tools",
+                "mode": "auto",
+                "tools": [{"type": "function", "name": "f"}, {"type": "function", "name": "g"}],
+            },
+        ),
+        code="invalid_value",
+        param="tool_choice.tools[1].name",
+        mentions=("'g'",),
+    ),
+    case(
+        "tool-choice-allowed-tools-not-a-function",
+        "POST",
+        "/v1/responses",
+        turn(
+            tools=[{"type": "function", "name": "f"}],
+            tool_choice={"type": "allowed_tools", "mode": "auto", "tools": [{"type": "mcp"}]},
+        ),
+        code="invalid_value",
+        param="tool_choice.tools[0]",
+    ),
     case(
         "tool-choice-unknown-function",
         "POST",

@@ -240,6 +240,24 @@ def test_a_client_call_can_be_answered_as_soon_as_it_is_published(
     assert len(effects(effects_dir, "wait_a_bit")) == 1
 
 
+def test_a_tool_choice_may_allow_or_require_the_servers_own_tools(
+    sdk: openai.OpenAI, effects_dir: Path
+) -> None:
+    """`tool_choice` names or needs tools the turn has: the server's own count, with none
+    declared in `tools` (a name that is neither is a 400, tests/integration/test_bad_input.py)."""
+    allowed: Any = {
+        "type": "allowed_tools",
+        "mode": "auto",
+        "tools": [{"type": "function", "name": "lookup"}],
+    }
+    for choice in (allowed, "required"):
+        response = sdk.responses.create(
+            model="m", input='[[call lookup {"city": "Oslo"}]]', tool_choice=choice
+        )
+        assert response.status == "completed"
+    assert len(effects(effects_dir, "lookup")) == 2
+
+
 def test_declaring_a_server_tool_as_a_client_tool_is_refused(sdk: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         sdk.responses.create(
