@@ -17,7 +17,10 @@ G3/G4), and a step found `claimed` that is not idempotent fails the turn closed,
 the handler catches the error (every later step raises it again, and so does the end).
 A step function may be async or plain; a plain one runs in a thread, like a plain tool,
 so that it cannot block the event loop. The turn ends, pauses or is handed over only once
-no step is under way, a concurrent branch's included. Each step appears in the response
+no step is under way, a concurrent branch's included: when the handler returns or fails,
+an async step still under way in another branch is cancelled and recorded failed (its
+outcome unknown), a step in a thread is waited for; at a stop or a drain every step is
+waited for. Each step appears in the response
 as a `function_call` (the step) and a `function_call_output` (its JSON result); `say`
 adds an assistant message; a returned value (if not None) becomes the final message.
 """
@@ -91,7 +94,9 @@ class WorkflowContext:
         self._running = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        self._ended = False
+        self._closing = False  # the handler has exited: no step starts any more
+        self._bodies: set[asyncio.Future[Any]] = set()  # async bodies under way
+        self._orphaned: set[asyncio.Future[Any]] = set()  # ... that the handler's end cut
 
     @property
     def idempotency_key(self) -> str:
@@ -110,7 +115,7 @@ class WorkflowContext:
         **kwargs: Any,
     ) -> T:
         """Run `fn(*args, **kwargs)` once as the step `name`, or return its recorded result."""
-        if self._ended:
+        if self._closing:
             raise RuntimeError(f"step '{name}' was called after its workflow ended")
         self._turn.stop.check()
         if self._unknown is not None:
@@ -168,19 +173,34 @@ class WorkflowContext:
             body = _start_step(fn, *args, **kwargs)
         finally:
             _current_key.reset(token)
+        if inspect.iscoroutinefunction(fn):
+            self._bodies.add(body)  # a thread cannot be cut: the handler's end waits for it
         # Like a tool body: once started, a step is waited for even if the turn is
         # cancelled (a shutdown), and its outcome recorded before the cancellation goes
         # on, so no other process runs it while it may still act (G3, G8).
-        _, cancelled = await outlast(body, None)
-        interrupted = interrupted or cancelled
-        if cut_from_outside(body):
-            raise interrupted or asyncio.CancelledError()  # cut by the loop closing: G4
         try:
-            value = await body
-            state, output = "completed", json.dumps(value, default=str)
-        except (Exception, asyncio.CancelledError) as exc:  # a step that cancelled itself fails
-            state, output = "errored", f"Error: step '{name}' failed: {type(exc).__name__}: {exc}"
-            value = None
+            _, cancelled = await outlast(body, None)
+        finally:
+            self._bodies.discard(body)
+        interrupted = interrupted or cancelled
+        value = None
+        if body in self._orphaned:
+            state, output = (
+                "errored",
+                (
+                    f"Error: step '{name}' was cancelled: its workflow ended while it ran, so "
+                    "whether its effect happened is unknown."
+                ),
+            )
+        elif cut_from_outside(body):
+            raise interrupted or asyncio.CancelledError()  # cut by the loop closing: G4
+        else:
+            try:
+                value = await body
+                state, output = "completed", json.dumps(value, default=str)
+            except (Exception, asyncio.CancelledError) as exc:  # cancelled itself: failed
+                state = "errored"
+                output = f"Error: step '{name}' failed: {type(exc).__name__}: {exc}"
         await self._calls.finish(call_id, state, output)
         if interrupted is not None:
             raise interrupted
@@ -206,13 +226,22 @@ class WorkflowContext:
             ]
         )
 
-    async def _settle(self) -> None:
-        """Wait until no step is under way, then refuse any new one. A body is never
-        abandoned while it may act, nor its outcome left unrecorded (G3, G8): the wait is
-        not cut by a cancellation, which is raised once it is over."""
-        idle = asyncio.ensure_future(self._idle.wait())
-        _, interrupted = await outlast(idle, None)
-        self._ended = True
+    async def _settle(self, *, cut_orphans: bool) -> None:
+        """Refuse any new step, then wait until no step is under way, its outcome
+        recorded: a body is never abandoned while it may act (G3, G8). The wait is not
+        cut by a cancellation, which is raised once it is over. With `cut_orphans` (the
+        handler returned or failed: the turn ends now), async bodies still under way,
+        whose results no one will read (and which may wait on a branch that failed), are
+        cancelled and recorded failed with their outcome unknown, never to run again."""
+        self._closing = True
+        if cut_orphans:
+            for body in self._bodies:
+                self._orphaned.add(body)
+                body.cancel()
+        interrupted: asyncio.CancelledError | None = None
+        while self._running:
+            _, cancelled = await outlast(asyncio.ensure_future(self._idle.wait()), None)
+            interrupted = interrupted or cancelled
         if interrupted is not None:
             raise interrupted
 
@@ -260,13 +289,13 @@ async def run_workflow(handler: Workflow, ctx: WorkflowContext) -> None:
     try:
         result = await handler.fn(ctx)
     except Exception:
-        await ctx._settle()
+        await ctx._settle(cut_orphans=True)
         ctx._raise_unknown()
         raise
-    except BaseException:  # a stop or a cancellation: the steps under way end first
-        await ctx._settle()
+    except BaseException:  # a stop, a drain or a cancellation: the steps under way end first
+        await ctx._settle(cut_orphans=False)
         raise
-    await ctx._settle()
+    await ctx._settle(cut_orphans=True)
     ctx._raise_unknown()
     if result is not None:
         await ctx.say(tool_output(result))

@@ -88,3 +88,48 @@ async def fan_out(ctx: WorkflowContext) -> str:
 @workflow
 async def fan_out_idempotent(ctx: WorkflowContext) -> str:
     return await _fan_out(ctx, idempotent=True)
+
+
+async def boom() -> str:
+    await asyncio.sleep(0.3)
+    raise ValueError("boom")
+
+
+async def slow_quick(ctx: WorkflowContext, n: int) -> int:
+    key = ctx.idempotency_key
+    _append("quick.started", key, str(n))
+    await asyncio.sleep(0.4)
+    _append("quick", key, str(n))
+    return n
+
+
+@workflow
+async def failing_branch(ctx: WorkflowContext) -> str:
+    """One branch fails while the other runs a chain of steps."""
+
+    async def chain() -> None:
+        for i in range(8):
+            await ctx.step(f"q_{i}", slow_quick, ctx, i)
+
+    await asyncio.gather(ctx.step("boom", boom), chain())
+    return "done"
+
+
+@workflow
+async def producer_consumer(ctx: WorkflowContext) -> str:
+    """A consumer step that waits for what only a producer step that succeeds would send."""
+    queue: asyncio.Queue[int | None] = asyncio.Queue()
+
+    async def produce() -> int:
+        await queue.put(1)
+        await asyncio.sleep(0.2)
+        raise ValueError("producer failed")  # never sends the end marker
+
+    async def consume() -> int:
+        total = 0
+        while (x := await queue.get()) is not None:
+            total += x
+        return total
+
+    await asyncio.gather(ctx.step("produce", produce), ctx.step("consume", consume))
+    return "done"

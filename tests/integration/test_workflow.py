@@ -4,6 +4,7 @@ its first unfinished step after the process died."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import NewStore, StartServer, make_client
+from tests.support.peek import query
 from tests.support.stream_rules import check_stream, parse_sse
 from tests.support.waiting import wait_terminal
 
@@ -89,3 +91,61 @@ def test_a_failing_stage_fails_the_response_and_stops_the_workflow(
     assert response.error is not None
     assert "step 'ship' failed: RuntimeError: no such warehouse" in response.error.message
     assert lines(tmp_path, "ship") == []
+
+
+def test_when_one_branch_fails_the_others_step_is_cut_and_recorded_not_left_claimed(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    """Steps run concurrently, one branch fails while the other's step runs: the handler
+    has ended, so that step is cancelled and recorded failed with its outcome unknown,
+    and no step starts after it. Every call of the stored response has its output, and
+    no journal entry is left `claimed` (which would fail the turn closed if it were
+    recovered). Before, the end could be written while a step of the other branch had
+    just started, which then ran with its entry left `claimed`."""
+    folder = tmp_path / "effects"
+    server = start_server(
+        "--agent",
+        "tests.agents.slow_workflow_agent:failing_branch",
+        env={"SIDE_EFFECTS_DIR": str(folder)},
+    )
+    body = {"model": "m", "input": "go", "background": True}
+    created = httpx.post(f"{server.url}/v1/responses", json=body, timeout=30).json()
+
+    final = wait_terminal(server.url, created["id"], deadline=30)
+
+    assert final["status"] == "failed"
+    assert "boom" in final["error"]["message"]
+    calls = [i["call_id"] for i in final["output"] if i["type"] == "function_call"]
+    outputs = {
+        i["call_id"]: i["output"] for i in final["output"] if i["type"] == "function_call_output"
+    }
+    assert sorted(calls) == sorted(outputs), "every call has its output"
+    cut = [c for c, text in outputs.items() if "happened is unknown" in text]
+    assert len(cut) == 1 and "_q_" in cut[0], outputs
+    journal = query(
+        server.db, "SELECT call_id, state FROM journal WHERE response_id = ?", created["id"]
+    )
+    assert sorted(c for c, _ in journal) == sorted(calls)
+    assert "claimed" not in {state for _, state in journal}, journal
+    assert len(lines(folder, "quick.started")) == len(calls) - 1, "no step after the end"
+
+
+def test_a_step_waiting_on_a_failed_sibling_does_not_hold_the_turn_or_the_process(
+    start_server: StartServer,
+) -> None:
+    """A consumer step waits for what only a producer step that succeeds would send, and
+    the producer fails: the turn ends failed at once, and the process stops on SIGTERM.
+    Before, the turn's end waited forever for the consumer, ignoring cancel and SIGTERM."""
+    server = start_server(
+        "--agent", "tests.agents.slow_workflow_agent:producer_consumer", "--shutdown-grace", "0.5"
+    )
+    body = {"model": "m", "input": "go", "background": True}
+    created = httpx.post(f"{server.url}/v1/responses", json=body, timeout=30).json()
+
+    final = wait_terminal(server.url, created["id"], deadline=15)
+
+    assert final["status"] == "failed"
+    assert "producer failed" in final["error"]["message"]
+    outputs = [i["output"] for i in final["output"] if i["type"] == "function_call_output"]
+    assert len(outputs) == 2 and any("unknown" in text for text in outputs), outputs
+    assert server.stop(signal.SIGTERM, timeout=15) == 0
