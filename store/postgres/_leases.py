@@ -67,28 +67,34 @@ class LeaseConnection:
             return [response_id for response_id in ids if response_id in renewed]
 
         # A stalled connection must fail the renewal while the leases still hold, so that
-        # the keeper tries again on a new connection before a live peer may take them.
+        # the keeper tries again on a new connection before a live peer may take them. The
+        # bound is the statement's: a new connection has its own (a slow link connects
+        # slowly, but then renews in time).
         within = min(TIMEOUT, ttl / 3)
         return asyncio.run_coroutine_threadsafe(
             self._run("renew leases", renew, within), self._loop
         )
 
     async def _run(self, what: str, op: Callable[[Conn], Awaitable[T]], within: float) -> T:
-        """Run `op` on the connection, connecting first if need be, within `within`
-        seconds; every failure reaches the caller as a StoreError, and one of the
-        connection (a timeout included) drops it: the next call connects again."""
+        """Run `op` on the connection (connecting first if need be, within the connect's
+        own timeout), each try within `within` seconds; every failure reaches the caller
+        as a StoreError, and one of the connection (a timeout included) drops it: the
+        next call connects again."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             try:
                 with translate_asyncpg_errors(what):
+                    for attempt in range(RETRIES - 1):
+                        try:
+                            conn = await self._connection()
+                            async with asyncio.timeout(within):
+                                return await op(conn)
+                        except RETRYABLE:
+                            await asyncio.sleep(0.01 * (attempt + 1))
+                    conn = await self._connection()
                     async with asyncio.timeout(within):
-                        for attempt in range(RETRIES - 1):
-                            try:
-                                return await op(await self._connection())
-                            except RETRYABLE:
-                                await asyncio.sleep(0.01 * (attempt + 1))
-                        return await op(await self._connection())
+                        return await op(conn)
             except StoreUnavailable:
                 await self._drop()
                 raise

@@ -6,9 +6,9 @@ lease (a graceful hand-over) is not."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import asyncpg
 import pytest
@@ -16,6 +16,7 @@ import pytest
 from store import Fence, SQLiteStore, StoreUnavailable, open_store
 from store.postgres._leases import LeaseConnection
 from tests.store.test_sqlite import new_response
+from tests.support.tcp_proxy import TcpProxy
 
 
 async def claimed(store: SQLiteStore, response_id: str, owner: str, ttl: float) -> Fence:
@@ -80,21 +81,38 @@ async def test_every_recovery_of_an_unfinished_turn_counts_but_a_hand_over_does_
         assert (own.epoch, other.epoch, handed.epoch) == (2, 3, 4)
 
 
-async def test_a_postgresql_renewal_on_a_stalled_connection_fails_while_the_leases_hold() -> None:
-    """A database that takes the connection and never answers (a half-open link): the
-    renewal fails within a third of the lease TTL and drops the connection, so the keeper
-    tries again on a new one before the leases run out. Before, it could wait longer than
-    the default TTL, and a live peer could take the leases over meanwhile."""
-    silent = socket.create_server(("127.0.0.1", 0))  # connections queue, nothing answers
-    port = silent.getsockname()[1]
-    leases = LeaseConnection(
-        lambda: asyncpg.connect(f"postgresql://u@127.0.0.1:{port}/d", timeout=60)
-    )
-    try:
-        began = time.monotonic()
-        with pytest.raises(StoreUnavailable):
-            await asyncio.wrap_future(leases.renew([("resp_a", Fence("me", 1))], 3))
-        assert time.monotonic() - began < 3, "the renewal outlived the lease it renews"
-    finally:
-        await asyncio.to_thread(leases.close)
-        silent.close()
+async def test_a_postgresql_renewal_on_a_stalled_connection_fails_while_the_leases_hold(
+    postgres_url: str,
+) -> None:
+    """The lease connection goes half-open (it stays open and nothing more comes back):
+    the renewal fails within a third of the lease TTL and drops the connection, so the
+    keeper's next try, on a new connection, renews before the leases run out. Before, a
+    renewal could wait longer than the default TTL, and a live peer take the leases."""
+    async with open_store(postgres_url) as store:
+        response_id = "resp_stalled"
+        _, _, record = await store.create_response(
+            new_response(response_id), [], [], None, ("me", 30)
+        )
+        assert record is not None
+        fence = Fence("me", record.epoch)
+        target = urlparse(postgres_url)
+        proxy = TcpProxy(target.hostname or "127.0.0.1", target.port or 5432)
+        await proxy.start()
+        through = postgres_url.replace(f":{target.port}/", f":{proxy.port}/")
+        leases = LeaseConnection(lambda: asyncpg.connect(through, timeout=60))
+        try:
+            assert await asyncio.wrap_future(leases.renew([(response_id, fence)], 3)) == [
+                response_id
+            ]
+            proxy.stall()
+            began = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await asyncio.wrap_future(leases.renew([(response_id, fence)], 3))
+            assert time.monotonic() - began < 3, "the renewal outlived the lease it renews"
+
+            renewed = await asyncio.wrap_future(leases.renew([(response_id, fence)], 3))
+
+            assert renewed == [response_id], "the next try, on a new connection, renews"
+        finally:
+            await asyncio.to_thread(leases.close)
+            await proxy.close()

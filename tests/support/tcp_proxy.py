@@ -1,6 +1,8 @@
 """A loopback TCP proxy that a test can cut: every connection through it drops at once
 and new ones are refused, until it is restored. It stands for a network partition or a
-database server that went away, without touching the server itself."""
+database server that went away, without touching the server itself. It can also stall
+the connections open now (a half-open link: they stay open and carry nothing more),
+while new ones pass."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ class TcpProxy:
         self._target = (host, port)
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._stalled: set[asyncio.StreamWriter] = set()
         self._cut = False
         self.port = 0
 
@@ -26,6 +29,10 @@ class TcpProxy:
         for writer in list(self._open):
             writer.transport.abort()
         self._open.clear()
+
+    def stall(self) -> None:
+        """From now on, drop whatever the connections open now send, either way."""
+        self._stalled |= self._open
 
     def restore(self) -> None:
         self._cut = False
@@ -47,16 +54,22 @@ class TcpProxy:
             return
         self._open |= {writer, up_writer}
         try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(
+                _pipe(reader, up_writer, self._stalled), _pipe(up_reader, writer, self._stalled)
+            )
         finally:
             for each in (writer, up_writer):
                 self._open.discard(each)
                 each.transport.abort()
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stalled: set[asyncio.StreamWriter]
+) -> None:
     with contextlib.suppress(ConnectionError, OSError):
         while data := await reader.read(65536):
+            if writer in stalled:
+                continue
             writer.write(data)
             await writer.drain()
     writer.transport.abort()
