@@ -536,19 +536,7 @@ class TurnRunner:
             emitter.drop_open() if failed else emitter.close_open("incomplete")
         )
         try:
-            try:
-                terminal = await self._save_terminal(outcome, closing)
-            except StopRequested as request:
-                # A cancel or steer was recorded before this end could be: it wins (G9).
-                terminal = await self._save_terminal(stopped(request.kind), closing)
-            except Conflict as exc:
-                # Permanent: the same end would collide again on every recovery, so the
-                # turn ends failed (keeping nothing in its conversation) instead.
-                log.error("response %s: its end collided (%s)", self.response_id, exc)
-                error = response_error("server_error", "The server could not save this response.")
-                terminal = await self._save_terminal(
-                    Outcome(ResponseStatus.FAILED, error=error), closing
-                )
+            terminal = await self._save_end(outcome, closing)
         except TurnStopped:  # only a lost lease stops a terminal write (`lease_held`)
             return self._lost()
         except StoreError as exc:
@@ -557,6 +545,26 @@ class TurnRunner:
         if not sink.durable:
             sink.emit([*closing, terminal])
         self._resolve()
+
+    async def _save_end(self, outcome: Outcome, closing: list[dict[str, Any]]) -> dict[str, Any]:
+        """Save the turn's end: a cancel or steer recorded before it wins (G9), and an end
+        that collides with what the store holds (a Conflict, permanent: it would collide
+        again on every recovery) is saved as failed, keeping nothing in its conversation,
+        unless a cancel or steer comes first again."""
+        collided = False
+        for _ in range(3):  # at most: the end, a stop's, a failure's after a collision
+            try:
+                return await self._save_terminal(outcome, closing)
+            except StopRequested as request:
+                outcome = stopped(request.kind)
+            except Conflict as exc:
+                if collided:
+                    raise
+                collided = True
+                log.error("response %s: its end collided (%s)", self.response_id, exc)
+                error = response_error("server_error", "The server could not save this response.")
+                outcome = Outcome(ResponseStatus.FAILED, error=error)
+        return await self._save_terminal(outcome, closing)
 
     async def _save_terminal(
         self, outcome: Outcome, closing: list[dict[str, Any]]

@@ -68,3 +68,34 @@ async def test_a_terminal_write_that_collides_ends_the_turn_failed_once(tmp_path
     assert final["status"] == "failed"
     assert final["error"]["code"] == "server_error"
     assert model.calls == 1
+
+
+async def test_a_cancel_recorded_after_a_collision_still_wins(tmp_path: Path) -> None:
+    """The end collides, and a cancel is recorded before the failed end that replaces it:
+    the cancel wins (G9), as it does over any end. Before, the refused failed end was
+    taken for a passing store error, and recovery ran the turn again until it ended
+    `recovery_exhausted` instead of `cancelled`."""
+    model = Counted()
+    async with open_store(tmp_path / "conflict.db") as store:
+        save = store.save_snapshot
+
+        async def colliding(response_id: str, *args: Any, **kwargs: Any) -> None:
+            if kwargs.get("conversation_items"):
+                assert await store.request_cancel(response_id)
+                raise Conflict("conversation item: UNIQUE constraint failed")
+            await save(response_id, *args, **kwargs)
+
+        store.save_snapshot = colliding  # type: ignore[method-assign]
+        async with Runtime(store, Agent(), model, FAST).running() as runtime:
+            conversation = await Conversations(runtime).create("t", {}, [])
+            body = {
+                "model": "m",
+                "input": normalize_input("hello"),
+                "conversation": conversation.id,
+                "background": True,
+            }
+            record, _ = await runtime.create(body, tenant="t")
+            final = await asyncio.wait_for(runtime.wait_final(record.id, "t"), 10)
+
+    assert final["status"] == "cancelled"
+    assert model.calls == 1
