@@ -85,9 +85,12 @@ _NEW = (
     "  WHERE c.conversation_id = $1 AND c.item_id = u.item_id)"
 )
 # A turn never claimed through the scan (a foreground one) records here where its
-# history ended, so a chain continuing from it does not read its own items twice.
+# history ended, so a chain continuing from it does not read its own items twice: before
+# its first item, or one of them the client added while it ran (LEAST skips a NULL).
 _UPTO = (
-    ", upto AS (UPDATE responses SET conversation_upto = (SELECT start FROM s)"
+    ", upto AS (UPDATE responses SET conversation_upto = LEAST((SELECT start FROM s),"
+    " (SELECT min(c.position) FROM conversation_items AS c"
+    "  WHERE c.conversation_id = $1 AND c.item_id = ANY($2::text[])))"
     " WHERE id = $4 AND conversation_upto IS NULL)"
 )
 

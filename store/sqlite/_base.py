@@ -199,23 +199,23 @@ class StoreBase:
             (response_id,),
         )
         if row is not None:
-            held = {
-                held_id
-                for (held_id,) in tx.conn.execute(
-                    "SELECT item_id FROM conversation_items WHERE conversation_id = ?"
+            held = dict(
+                tx.conn.execute(
+                    "SELECT item_id, position FROM conversation_items WHERE conversation_id = ?"
                     " AND item_id IN (SELECT value FROM json_each(?))",
                     (row[0], json.dumps([item.item_id for item in items])),
-                )
-            }
+                ).fetchall()
+            )
             items = [item for item in items if item.item_id not in held]
             start = self._insert_conversation_items(tx, row[0], items)
             # A turn never claimed through the scan (a foreground one) records here where
             # its history ended, so a chain continuing from it does not read its own
-            # items twice (once from the conversation, once as its input and output).
+            # items twice (once from the conversation, once as its input and output):
+            # before its first item, or one of them the client added while it ran.
             tx.conn.execute(
                 "UPDATE responses SET conversation_upto = ?"
                 " WHERE id = ? AND conversation_upto IS NULL",
-                (start, response_id),
+                (min([start, *held.values()]), response_id),
             )
 
     async def _page(

@@ -32,7 +32,7 @@ from tests.integration._issue16_support import MODEL, Rig, rig_on
 from tests.support.fake_upstream import FakeUpstream, Turn, text, tool_calls
 from tests.support.peek import count
 from tests.support.schemas import validate_error_envelope
-from tests.support.waiting import wait_status, wait_terminal
+from tests.support.waiting import wait_status, wait_terminal, wait_until
 
 WEATHER: Any = {
     "type": "function",
@@ -169,6 +169,54 @@ def test_an_item_added_while_the_turn_carrying_it_runs_is_kept_once(rig: Rig) ->
     assert ids.count(answer_id) == 1, ids
     assert ids[:2] == [ids[0], answer_id]  # where the client put it, before the turn's
     assert len(ids) == 4, ids  # hi, the answer, the turn's question and its answer
+
+
+def test_a_chain_from_a_foreground_turn_that_skipped_an_item_holds_it_once(rig: Rig) -> None:
+    """A foreground conversation turn whose input call the client added meanwhile skips it
+    at its end; a chain continuing from that turn reads the conversation only up to where
+    the turn's items start, the skipped one included, so the call is not sent twice.
+    Before, the chain's history held it twice and the continuation failed."""
+    conversation = rig.client.conversations.create(items=[{"role": "user", "content": "hi"}]).id
+    gate = Gate(rig.fake, text("the long answer"))
+    call = {**CALL, "id": "fc_dup"}
+    body = {
+        "model": MODEL,
+        "conversation": conversation,
+        "tools": [WEATHER],
+        "input": [call, OUTPUT, {"role": "user", "content": "and now?"}],
+    }
+    result: dict[str, Any] = {}
+    worker = threading.Thread(
+        target=lambda: result.update(r=rig.http.post("/v1/responses", json=body, timeout=30))
+    )
+    worker.start()
+    wait_until(lambda: bool(rig.fake.requests), "the foreground turn's model call")
+    added = rig.http.post(f"/v1/conversations/{conversation}/items", json={"items": [call]})
+    assert added.status_code == 200, added.text
+    gate.release()
+    worker.join(30)
+    first = result["r"].json()
+    assert first["status"] == "completed", first
+    assert item_ids(rig, conversation).count("fc_dup") == 1
+
+    rig.fake.push(text("fine"))
+    answer = rig.http.post(
+        "/v1/responses",
+        json={
+            "model": MODEL,
+            "previous_response_id": first["id"],
+            "tools": [WEATHER],
+            "input": "thanks",
+            "background": True,
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    ended = wait_terminal(rig.http, answer.json()["id"], deadline=15)
+
+    assert ended["status"] == "completed", ended.get("error")
+    sent = rig.fake.requests[-1]["messages"]
+    calls = [c["id"] for m in sent for c in m.get("tool_calls") or []]
+    assert calls == ["call_1"], sent
 
 
 # -- a call a history would hold twice ----------------------------------------------------
