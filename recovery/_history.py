@@ -223,7 +223,7 @@ def check_held_ids(history: list[Item], turn_input: list[Item]) -> None:
     (InvalidRequest `duplicate_item`). The create checked the conversation as it was then;
     a turn that ran before this one (it was queued behind it) may have added the item
     since, and the model would be sent it twice."""
-    held = {item.get("id") for item in history}
+    held = {item.get("id") for item in history} - {None}
     for index, item in enumerate(turn_input):
         if item.get("id") in held:
             raise InvalidRequest(
