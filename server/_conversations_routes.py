@@ -15,7 +15,7 @@ from ._attachments import check_sizes
 from ._context import context, read_body, tenant
 from ._ids import IdConvertor  # noqa: F401 (registers `{name:id}` before the routes below)
 from ._json_body import parse_json
-from ._query import query_int, query_order
+from ._query import query_include, query_int, query_order
 from ._request_models import AddConversationItems, CreateConversation, UpdateConversation
 from ._request_rules import validate_items
 from ._responses_routes import list_page, raw_json
@@ -80,6 +80,7 @@ async def add_items(request: Request) -> Response:
     yet answered (docs/guarantees.md G5): such an item would make every later history that
     includes it inconsistent. A call still waiting for its output is fine: the client may
     send the output later, in a turn's input."""
+    query_include(request.query_params)
     body = validate(AddConversationItems, await _body(request))
     items = validate_items(body["items"], path="items", limit=MAX_ITEMS)
     check_sizes(items, path="items", max_bytes=context(request).settings.max_attachment_bytes)
@@ -91,6 +92,7 @@ async def add_items(request: Request) -> Response:
 async def list_items(request: Request) -> Response:
     record = await _get(request)
     query = request.query_params
+    query_include(query)
     limit = query_int(query, "limit", default=20, low=1, high=100)
     assert limit is not None
     after = query.get("after")
@@ -101,6 +103,7 @@ async def list_items(request: Request) -> Response:
 
 
 async def get_item(request: Request) -> Response:
+    query_include(request.query_params)
     record = await _get(request)
     row = await _conversations(request).get_item(record, request.path_params["item_id"])
     return raw_json(row.item)

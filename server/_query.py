@@ -6,7 +6,10 @@ import re
 from collections.abc import Mapping
 from typing import Literal
 
+from starlette.datastructures import QueryParams
+
 from ._errors import APIError
+from ._validation_output import check_include
 
 
 def query_bool(query: Mapping[str, str], name: str, default: bool = False) -> bool:
@@ -70,3 +73,11 @@ def query_order(query: Mapping[str, str]) -> Literal["asc", "desc"]:
         param="order",
         code="invalid_value",
     )
+
+
+def query_include(query: QueryParams) -> None:
+    """Check the `include[]` values of a read as a create's `include` is checked: unknown
+    values and hosted tools' are a 400 naming them. A stored object holds what its create
+    asked for; a read's `include` adds nothing to it (docs/protocol.md, section 8)."""
+    for index, value in enumerate([*query.getlist("include[]"), *query.getlist("include")]):
+        check_include(value, f"include[{index}]")

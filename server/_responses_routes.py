@@ -33,7 +33,7 @@ from ._errors import APIError
 from ._ids import IdConvertor
 from ._input_tokens import count_input_tokens
 from ._json_body import parse_json
-from ._query import query_bool, query_int, query_order
+from ._query import query_bool, query_include, query_int, query_order
 from ._request_rules import validate_create
 from ._settings import Settings
 from ._sse import StreamSlot, stream_to
@@ -251,6 +251,9 @@ async def get_response(request: Request) -> Response:
     who = tenant(request)
     snapshot, background = await ctx.runtime.snapshot(response_id, who)
     query = request.query_params
+    if query:
+        query_include(query)
+        query_bool(query, "include_obfuscation")  # no delta is padded here: nothing to leave out
     if not query_bool(query, "stream"):
         return raw_json(snapshot)
     if not background:
@@ -284,6 +287,7 @@ async def list_input_items(request: Request) -> Response:
     response_id = request.path_params["response_id"]
     record = await ctx.runtime.get(response_id, tenant(request))
     query = request.query_params
+    query_include(query)
     limit = query_int(query, "limit", default=20, low=1, high=100)
     assert limit is not None
     after = query.get("after")

@@ -102,7 +102,7 @@ def check_output_options(params: Json) -> None:
     if text and text.get("format") is not None:
         text["format"] = validate_text_format(text["format"], path="text.format")
     for index, value in enumerate(params.get("include") or ()):
-        _check_include(value, f"include[{index}]")
+        check_include(value, f"include[{index}]")
 
 
 def validate_text_format(value: Any, *, path: str) -> Json:
@@ -142,7 +142,7 @@ def _check_buildable(text_format: Json, path: str) -> None:
         ) from None
 
 
-def _check_include(value: str, param: str) -> None:
+def check_include(value: str, param: str) -> None:
     if value in INCLUDE_SUPPORTED:
         return
     tool = INCLUDE_HOSTED.get(value)

@@ -766,6 +766,39 @@ CREATE_CASES = [
 ]
 
 QUERY_CASES = [
+    # include[] on a read is checked as a create's include is
+    *(
+        case(
+            f"include-{name}",
+            method,
+            path + "include[]=bogus",
+            {"items": [{"role": "user", "content": "x"}]} if method == "POST" else None,
+            code="invalid_value",
+            param="include[0]",
+            mentions=("bogus",),
+        )
+        for name, method, path in (
+            ("retrieve", "GET", f"/v1/responses/{RESP}?"),
+            ("input-items", "GET", f"/v1/responses/{RESP}/input_items?"),
+            ("conversation-items", "GET", f"/v1/conversations/{CONV}/items?"),
+            ("conversation-item", "GET", f"/v1/conversations/{CONV}/items/{ITEM}?"),
+            ("add-conversation-items", "POST", f"/v1/conversations/{CONV}/items?"),
+        )
+    ),
+    case(
+        "retrieve-include-hosted-tool",
+        "GET",
+        f"/v1/responses/{RESP}?include[]=file_search_call.results",
+        code="unsupported_value",
+        param="include[0]",
+    ),
+    case(
+        "retrieve-include-obfuscation-maybe",
+        "GET",
+        f"/v1/responses/{RESP}?include_obfuscation=maybe",
+        code="invalid_value",
+        param="include_obfuscation",
+    ),
     # GET /v1/responses/{id}
     case("retrieve-unknown", "GET", "/v1/responses/resp_nope", status=404, mentions=("resp_nope",)),
     case("retrieve-stream-maybe", "GET", f"/v1/responses/{BG}?stream=maybe", param="stream"),
@@ -1481,3 +1514,19 @@ def test_too_small_a_body_limit_is_refused_at_startup(start_server: StartServer)
     assert code != 0
     assert "Traceback" not in server.log()
     assert "1024" in server.log(), "the message names the smallest allowed value"
+
+
+def test_a_supported_include_on_a_read_is_accepted(raw: httpx.Client, ids: Ids) -> None:
+    """The values a create honours are accepted on a read too (the stored object holds what
+    its create asked for); only unknown and hosted-tool values are refused (QUERY_CASES)."""
+    included = "include[]=message.output_text.logprobs&include[]=reasoning.encrypted_content"
+    for path in (
+        f"/v1/responses/{ids.resp}?{included}&include_obfuscation=false",
+        f"/v1/responses/{ids.resp}/input_items?{included}",
+        f"/v1/conversations/{ids.conv}/items?{included}",
+    ):
+        assert raw.get(path).status_code == 200, path
+    assert (
+        raw.get(f"/v1/responses/{ids.resp}").json()
+        == raw.get(f"/v1/responses/{ids.resp}?{included}").json()
+    )
