@@ -48,6 +48,7 @@ def echo_fields(params: dict[str, Any]) -> dict[str, Any]:
     echo["text"] = {"format": {"type": "text"}, **echo["text"]}  # `verbosity` alone
     if echo["text"]["format"].get("type") == "json_schema":  # every field, as OpenAI
         echo["text"]["format"] = {"description": None, "strict": False, **echo["text"]["format"]}
+    echo["tools"] = [_echoed_tool(tool) for tool in echo["tools"]]
     reasoning = params.get("reasoning") or {}
     echo["reasoning"] = {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")}
     conversation = params.get("conversation")
@@ -56,6 +57,13 @@ def echo_fields(params: dict[str, Any]) -> dict[str, Any]:
     if params.get("user") is not None:  # `user: null` fails OpenAI's schema: omit it
         echo["user"] = params["user"]
     return echo
+
+
+def _echoed_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """A function tool as OpenAI echoes it: `strict` left out reads `true`."""
+    if tool.get("type") == "function" and tool.get("strict") is None:
+        return {**tool, "strict": True}
+    return tool
 
 
 def new_response(

@@ -206,7 +206,10 @@ def validate_tool(tool: Any, *, path: str) -> Json:
     value = validate(FunctionTool, dict(tool), path=path)
     value.setdefault("description", None)
     value.setdefault("parameters", None)
-    value.setdefault("strict", True)
+    # Left None when the client leaves it out: an upstream applies its own default (a
+    # Responses upstream makes the tool strict if its schema can be; Chat Completions does
+    # not), where an explicit value is sent as given. The Response echoes `true`, as OpenAI.
+    value.setdefault("strict", None)
     return value
 
 

@@ -166,11 +166,11 @@ def test_strict_reaches_a_chat_upstream_in_each_function(chat_rig: Rig) -> None:
         ("bare", True),
     ]
     functions = _functions(chat_rig.fake.requests[0])
-    assert {name: f["strict"] for name, f in functions.items()} == {
+    assert {name: f.get("strict") for name, f in functions.items()} == {
         **{name: False for name in functions},  # the server's tools
         "get_weather": True,
         "loose": False,
-        "bare": True,
+        "bare": None,  # left out: Chat Completions' own default (not strict)
     }
     assert functions["get_weather"]["parameters"] == WEATHER["parameters"]
     # No parameters is no arguments, in a schema strict mode takes (the fake checks it).
@@ -180,6 +180,20 @@ def test_strict_reaches_a_chat_upstream_in_each_function(chat_rig: Rig) -> None:
         "required": [],
         "additionalProperties": False,
     }
+    assert chat_rig.fake.refusals == []
+
+
+def test_a_loose_tool_that_leaves_strict_out_is_not_made_strict(chat_rig: Rig) -> None:
+    """`strict` left out is sent left out, so each upstream applies its own default: a
+    schema strict mode cannot take still works. Before, it was sent `strict: true`, which
+    OpenAI refuses for such a schema, and the turn failed."""
+    tool = {"type": "function", "name": "loose", "parameters": LOOSE_SCHEMA}
+    chat_rig.fake.push(text("Fine."))
+
+    answer = _create(chat_rig.http, tools=[tool])
+
+    assert answer.status_code == 200 and answer.json()["status"] == "completed", answer.text
+    assert "strict" not in _functions(chat_rig.fake.requests[0])["loose"]
     assert chat_rig.fake.refusals == []
 
 
