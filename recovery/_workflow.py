@@ -36,6 +36,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from store import StoreError
+
 from ._calls import DONE, Calls, cut_from_outside, idempotency_key, outlast
 from ._errors import StepFailed, ToolOutcomeUnknown
 from ._tools import tool_output
@@ -86,15 +88,17 @@ class WorkflowContext:
         self._ordinal = 0
         self._said = 0
         self._journal: dict[str, Any] = {}
-        # A step found ambiguous fails the turn closed (G4) even when the handler catches
-        # it: an ordinary retry would otherwise claim the same effect under a new call id.
-        self._unknown: ToolOutcomeUnknown | None = None
+        # A step found ambiguous (G4), or whose journal or output the store failed to
+        # write, fails the turn even when the handler catches the error: an ordinary retry
+        # would otherwise claim the same effect again under a new call id (G3).
+        self._sticky: ToolOutcomeUnknown | StoreError | None = None
         # Steps under way, a sibling branch's too (asyncio.gather does not cancel the
         # other branches when one raises): the turn ends only once none is (G3, G8).
         self._running = 0
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = False  # the handler has exited: no step starts any more
+        self._cutting = False  # ... and the turn ends now: no body starts either
         self._bodies: set[asyncio.Future[Any]] = set()  # async bodies under way
         self._orphaned: set[asyncio.Future[Any]] = set()  # ... that the handler's end cut
 
@@ -118,12 +122,15 @@ class WorkflowContext:
         if self._closing:
             raise RuntimeError(f"step '{name}' was called after its workflow ended")
         self._turn.stop.check()
-        if self._unknown is not None:
-            raise self._unknown
+        if self._sticky is not None:
+            raise self._sticky
         self._running += 1
         self._idle.clear()
         try:
             return await self._step(name, fn, args, kwargs, idempotent)
+        except (ToolOutcomeUnknown, StoreError) as exc:
+            self._sticky = self._sticky or exc
+            raise
         finally:
             self._running -= 1
             if not self._running:
@@ -166,8 +173,12 @@ class WorkflowContext:
         elif idempotent:
             await self._calls.reclaim(call_id)
         else:
-            self._unknown = ToolOutcomeUnknown(name, call_id, key, [])
-            raise self._unknown
+            raise ToolOutcomeUnknown(name, call_id, key, [])
+        if self._cutting:  # the handler ended while this was claimed: certain, not unknown
+            output = f"Error: step '{name}' was not run: its workflow ended before it started."
+            await self._calls.finish(call_id, "errored", output)
+            await self._record_output(call_id, output)
+            raise StepFailed(output)
         token = _current_key.set(key)
         try:
             body = _start_step(fn, *args, **kwargs)
@@ -184,7 +195,7 @@ class WorkflowContext:
             self._bodies.discard(body)
         interrupted = interrupted or cancelled
         value = None
-        if body in self._orphaned:
+        if body in self._orphaned and body.cancelled():
             state, output = (
                 "errored",
                 (
@@ -211,6 +222,11 @@ class WorkflowContext:
 
     async def say(self, text: str) -> None:
         """Add an assistant message to the response (once, even across replays)."""
+        if self._closing:
+            raise RuntimeError("say() was called after its workflow ended")
+        await self._say(text)
+
+    async def _say(self, text: str) -> None:
         self._said += 1
         await self._add_items(
             [
@@ -234,10 +250,11 @@ class WorkflowContext:
         whose results no one will read (and which may wait on a branch that failed), are
         cancelled and recorded failed with their outcome unknown, never to run again."""
         self._closing = True
+        self._cutting = cut_orphans
         if cut_orphans:
             for body in self._bodies:
-                self._orphaned.add(body)
-                body.cancel()
+                if body.cancel():  # one that has ended keeps its outcome
+                    self._orphaned.add(body)
         interrupted: asyncio.CancelledError | None = None
         while self._running:
             _, cancelled = await outlast(asyncio.ensure_future(self._idle.wait()), None)
@@ -245,9 +262,9 @@ class WorkflowContext:
         if interrupted is not None:
             raise interrupted
 
-    def _raise_unknown(self) -> None:
-        if self._unknown is not None:
-            raise self._unknown
+    def _raise_sticky(self) -> None:
+        if self._sticky is not None:
+            raise self._sticky
 
     async def _record_output(self, call_id: str, output: str) -> None:
         await self._add_items(
@@ -290,12 +307,12 @@ async def run_workflow(handler: Workflow, ctx: WorkflowContext) -> None:
         result = await handler.fn(ctx)
     except Exception:
         await ctx._settle(cut_orphans=True)
-        ctx._raise_unknown()
+        ctx._raise_sticky()
         raise
     except BaseException:  # a stop, a drain or a cancellation: the steps under way end first
         await ctx._settle(cut_orphans=False)
         raise
     await ctx._settle(cut_orphans=True)
-    ctx._raise_unknown()
+    ctx._raise_sticky()
     if result is not None:
-        await ctx.say(tool_output(result))
+        await ctx._say(tool_output(result))

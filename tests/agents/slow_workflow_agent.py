@@ -133,3 +133,50 @@ async def producer_consumer(ctx: WorkflowContext) -> str:
 
     await asyncio.gather(ctx.step("produce", produce), ctx.step("consume", consume))
     return "done"
+
+
+@workflow
+async def fail_during_claim(ctx: WorkflowContext) -> str:
+    """One branch fails at once, while the other's consumer step is being claimed: the
+    consumer would wait for what the failed branch never sends."""
+    queue: asyncio.Queue[int | None] = asyncio.Queue()
+
+    async def produce() -> None:
+        raise ValueError("producer failed")  # before sending anything
+
+    async def consume() -> int:
+        _append("consume.started", ctx.idempotency_key, "x")
+        total = 0
+        while (x := await queue.get()) is not None:
+            total += x
+        return total
+
+    await asyncio.gather(produce(), ctx.step("consume", consume))
+    return "done"
+
+
+@workflow
+async def finished_at_the_cut(ctx: WorkflowContext) -> str:
+    """A step's body returns in the tick in which the handler, woken by the same event,
+    returns too: its result is known, and is what is recorded."""
+    go = asyncio.Event()
+
+    async def other() -> str:
+        await go.wait()
+        return "first"
+
+    async def ship() -> str:
+        await go.wait()
+        _append("ship", ctx.idempotency_key, "x")
+        return "shipped"
+
+    async def trigger() -> None:
+        await asyncio.sleep(0.5)
+        go.set()
+
+    triggered = asyncio.ensure_future(trigger())
+    waiter = asyncio.ensure_future(other())  # waits on `go` before ship's body does
+    stepping = asyncio.ensure_future(ctx.step("ship", ship))
+    await asyncio.wait({waiter, stepping}, return_when=asyncio.FIRST_COMPLETED)
+    await triggered
+    return "handler returned"

@@ -149,3 +149,56 @@ def test_a_step_waiting_on_a_failed_sibling_does_not_hold_the_turn_or_the_proces
     outputs = [i["output"] for i in final["output"] if i["type"] == "function_call_output"]
     assert len(outputs) == 2 and any("unknown" in text for text in outputs), outputs
     assert server.stop(signal.SIGTERM, timeout=15) == 0
+
+
+def test_a_step_claimed_as_the_handler_fails_is_recorded_not_run(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    """The handler fails while another branch's step is being claimed: its body never
+    starts (it would wait forever for what the failed branch never sends), its entry is
+    recorded failed, 'not run', and the turn ends at once. Before, the body started after
+    the handler had ended and held the turn in_progress, past cancel and SIGTERM."""
+    folder = tmp_path / "effects"
+    server = start_server(
+        "--agent",
+        "tests.agents.slow_workflow_agent:fail_during_claim",
+        "--shutdown-grace",
+        "0.5",
+        env={"SIDE_EFFECTS_DIR": str(folder)},
+    )
+    body = {"model": "m", "input": "go", "background": True}
+    created = httpx.post(f"{server.url}/v1/responses", json=body, timeout=30).json()
+
+    final = wait_terminal(server.url, created["id"], deadline=15)
+
+    assert final["status"] == "failed"
+    assert lines(folder, "consume.started") == [], "no body starts after the handler ended"
+    [output] = [i["output"] for i in final["output"] if i["type"] == "function_call_output"]
+    assert "was not run" in output
+    journal = query(
+        server.db, "SELECT call_id, state FROM journal WHERE response_id = ?", created["id"]
+    )
+    assert journal == [("step_1_consume", "errored")]
+    assert server.stop(signal.SIGTERM, timeout=15) == 0
+
+
+def test_a_step_that_ended_as_the_handler_returned_keeps_its_result(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    """A step's body returns in the same tick as the handler: its result is known and
+    recorded, not replaced by 'outcome unknown' (its effect happened)."""
+    folder = tmp_path / "effects"
+    server = start_server(
+        "--agent",
+        "tests.agents.slow_workflow_agent:finished_at_the_cut",
+        env={"SIDE_EFFECTS_DIR": str(folder)},
+    )
+    body = {"model": "m", "input": "go", "background": True}
+    created = httpx.post(f"{server.url}/v1/responses", json=body, timeout=30).json()
+
+    final = wait_terminal(server.url, created["id"], deadline=15)
+
+    assert final["status"] == "completed"
+    assert len(lines(folder, "ship")) == 1
+    outputs = [i["output"] for i in final["output"] if i["type"] == "function_call_output"]
+    assert outputs == ['"shipped"']
