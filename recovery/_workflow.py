@@ -20,9 +20,10 @@ so that it cannot block the event loop. The turn ends, pauses or is handed over 
 no step is under way, a concurrent branch's included: when the handler returns or fails,
 an async step still under way in another branch is cancelled and recorded failed (its
 outcome unknown), a step in a thread is waited for; at a stop or a drain every step is
-waited for. Each step appears in the response
-as a `function_call` (the step) and a `function_call_output` (its JSON result); `say`
-adds an assistant message; a returned value (if not None) becomes the final message.
+waited for; no step or `say` starts after the handler has ended. Each step appears in
+the response as a `function_call` (the step) and a `function_call_output` (its JSON
+result); `say` adds an assistant message; a returned value (if not None) becomes the
+final message.
 """
 
 from __future__ import annotations
