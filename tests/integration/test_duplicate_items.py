@@ -24,26 +24,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.conftest import StartServer
 from tests.integration._issue16_support import MODEL, Rig, rig_on
+from tests.support.client_tools import WEATHER
 from tests.support.fake_upstream import FakeUpstream, Turn, text, tool_calls
 from tests.support.peek import count
-from tests.support.schemas import validate_error_envelope
+from tests.support.schemas import refused
 from tests.support.waiting import wait_status, wait_terminal, wait_until
 
-WEATHER: Any = {
-    "type": "function",
-    "name": "get_weather",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-}
 CALL: Any = {
     "type": "function_call",
     "call_id": "call_1",
@@ -78,16 +68,6 @@ class Gate:
 
     def release(self) -> None:
         self._open.set()
-
-
-def refused(answer: httpx.Response, param: str, code: str) -> str:
-    """The message of a 400 in the OpenAI envelope with this param and code."""
-    assert answer.status_code == 400, answer.text
-    validate_error_envelope(answer.json())
-    error = answer.json()["error"]
-    assert (error["param"], error["code"], error["type"]) == (param, code, "invalid_request_error")
-    message: str = error["message"]
-    return message
 
 
 def stored_responses(rig: Rig) -> int:

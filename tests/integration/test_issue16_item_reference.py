@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import StartServer
 from tests.integration._responses_support import MODEL
 from tests.support.peek import count
-from tests.support.schemas import validate_error_envelope
+from tests.support.schemas import refused
 from tests.support.server import ServerProcess
 
 TOOL = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
@@ -32,16 +32,6 @@ TOOL = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
 
 def words(text: str) -> int:
     return len(text.split())
-
-
-def refused(answer: httpx.Response, param: str, code: str) -> str:
-    """The message of a 400 in the OpenAI envelope with this param and code."""
-    assert answer.status_code == 400, answer.text
-    validate_error_envelope(answer.json())
-    error = answer.json()["error"]
-    assert (error["param"], error["code"], error["type"]) == (param, code, "invalid_request_error")
-    message: str = error["message"]
-    return message
 
 
 def stored(server: ServerProcess) -> int:

@@ -40,6 +40,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import httpx
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
@@ -267,6 +268,16 @@ def validate_event(event: Mapping[str, Any]) -> None:
         if isinstance(checked.get("response"), Mapping):
             checked = {**checked, "response": _as_in(doc, checked["response"])}
         _check(doc, name, checked, what)
+
+
+def refused(answer: httpx.Response, param: str, code: str) -> str:
+    """The message of a 400 in the OpenAI envelope with this param and code."""
+    assert answer.status_code == 400, answer.text
+    validate_error_envelope(answer.json())
+    error = answer.json()["error"]
+    assert (error["param"], error["code"], error["type"]) == (param, code, "invalid_request_error")
+    message: str = error["message"]
+    return message
 
 
 def validate_error_envelope(body: Mapping[str, Any]) -> None:
