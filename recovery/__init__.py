@@ -16,6 +16,7 @@ from store import (
     sqlite_path,
 )
 
+from ._admission import check_tool_choice
 from ._agent import Agent
 from ._compaction import model_view
 from ._conversations import Conversations
@@ -107,6 +108,7 @@ __all__ = [
     "Usage",
     "Workflow",
     "WorkflowContext",
+    "check_tool_choice",
     "count_tokens",
     "current_response_id",
     "encode_event",

@@ -104,7 +104,7 @@ class Admissions:
             )
             self._check_compaction_items(agent, history, params)
             _check_declared_tools(agent, params)
-            _check_tool_choice(agent, params)
+            check_tool_choice(agent, params)
             new, events = new_turn(params, tenant, lane, self._runs.owner, self._settings)
             admission = Admission(
                 reject_if_busy=strategy == "reject",
@@ -284,14 +284,22 @@ def _check_declared_tools(agent: Agent | Workflow, params: dict[str, Any]) -> No
             )
 
 
-def _check_tool_choice(agent: Agent | Workflow, params: dict[str, Any]) -> None:
+def check_tool_choice(agent: Agent | Workflow, params: dict[str, Any]) -> None:
     """A `tool_choice` that names or needs tools names tools this turn has: declared in
     `tools`, or the agent's own. Sent on, it would be dropped (no tools: none to require)
     or refused by the model only once the turn runs."""
+    choice = params.get("tool_choice")
+    own = {t.name for t in agent.tools} if isinstance(agent, Agent) else set()
+    names = {t["name"] for t in params.get("tools") or []} | own
+    named = choice.get("name") if isinstance(choice, dict) else None
+    if isinstance(choice, dict) and choice.get("type") == "function" and named not in names:
+        raise InvalidRequest(
+            f"Tool choice '{named}' is neither declared in 'tools' nor one of the server's tools.",
+            param="tool_choice",
+            code="invalid_value",
+        )
     if not isinstance(agent, Agent):
         return  # a workflow calls no model
-    choice = params.get("tool_choice")
-    names = {t["name"] for t in params.get("tools") or []} | {t.name for t in agent.tools}
     if choice == "required" and not names:
         raise InvalidRequest(
             "Tool choice 'required' needs a tool to call; declare one in 'tools'.",

@@ -19,7 +19,15 @@ from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from recovery import Agent, ModelRequest, Workflow, count_tokens, model_view, normalize_input
+from recovery import (
+    Agent,
+    ModelRequest,
+    Workflow,
+    check_tool_choice,
+    count_tokens,
+    model_view,
+    normalize_input,
+)
 
 from ._context import context, read_body, tenant
 from ._errors import APIError
@@ -68,6 +76,7 @@ async def count_input_tokens(request: Request) -> Response:
         max_input_items=ctx.settings.max_input_items,
         max_tools=ctx.settings.max_tools,
     )
+    check_tool_choice(agent, params)
     history = await ctx.inspector.history(
         tenant(request),
         previous_response_id=params.get("previous_response_id"),

@@ -226,11 +226,6 @@ def _check_tool_choice(params: Json) -> None:
             param="tool_choice.type",
             code="unsupported_value",
         )
-    params["tool_choice"] = choice = validate(model, choice, path="tool_choice")
-    if kind == "function" and choice["name"] not in {tool["name"] for tool in params["tools"]}:
-        raise APIError(
-            400,
-            f"Tool choice '{choice['name']}' not found in 'tools' parameter.",
-            param="tool_choice",
-            code="invalid_value",
-        )
+    # Whether a named tool exists is checked at admission, where the agent's own tools
+    # are known too.
+    params["tool_choice"] = validate(model, choice, path="tool_choice")

@@ -240,7 +240,7 @@ def test_a_client_call_can_be_answered_as_soon_as_it_is_published(
     assert len(effects(effects_dir, "wait_a_bit")) == 1
 
 
-def test_a_tool_choice_may_allow_or_require_the_servers_own_tools(
+def test_a_tool_choice_may_name_allow_or_require_the_servers_own_tools(
     sdk: openai.OpenAI, effects_dir: Path
 ) -> None:
     """`tool_choice` names or needs tools the turn has: the server's own count, with none
@@ -250,12 +250,15 @@ def test_a_tool_choice_may_allow_or_require_the_servers_own_tools(
         "mode": "auto",
         "tools": [{"type": "function", "name": "lookup"}],
     }
-    for choice in (allowed, "required"):
+    named: Any = {"type": "function", "name": "lookup"}
+    for choice in (allowed, named, "required"):
         response = sdk.responses.create(
             model="m", input='[[call lookup {"city": "Oslo"}]]', tool_choice=choice
         )
         assert response.status == "completed"
-    assert len(effects(effects_dir, "lookup")) == 2
+    tokens = sdk.responses.input_tokens.count(model="m", input="hi", tool_choice=named)
+    assert tokens.input_tokens > 0
+    assert len(effects(effects_dir, "lookup")) == 3
 
 
 def test_declaring_a_server_tool_as_a_client_tool_is_refused(sdk: openai.OpenAI) -> None:
