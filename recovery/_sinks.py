@@ -93,6 +93,7 @@ class MemorySink:
         self._keep = keep
         self._queue: asyncio.Queue[EventRow | None] = asyncio.Queue()  # None: abandoned
         self._open: dict[int, dict[str, Any]] = {}  # output_index -> item as added, until done
+        self._shown: dict[int, dict[str, Any]] = {}  # output_index -> item as last sent
         self._next_seq = 0
 
     def emit(self, events: Sequence[Event]) -> None:
@@ -104,9 +105,10 @@ class MemorySink:
     def _track(self, event: Event) -> None:
         self._next_seq = event["sequence_number"] + 1
         if event["type"] == "response.output_item.added":
-            self._open[event["output_index"]] = event["item"]
+            self._open[event["output_index"]] = self._shown[event["output_index"]] = event["item"]
         elif event["type"] == "response.output_item.done":
             self._open.pop(event["output_index"], None)
+            self._shown[event["output_index"]] = event["item"]
 
     async def flush(self) -> None:
         return None
@@ -121,9 +123,14 @@ class MemorySink:
             )
             event = {"type": "response.output_item.done", "sequence_number": self._next_seq}
             self._queue.put_nowait(encode({**event, "output_index": index, "item": done}))
+            self._shown[index] = done
             self._next_seq += 1
         self._open.clear()
         self._queue.put_nowait(None)
+
+    def shown(self) -> list[dict[str, Any]]:
+        """The output items as the client last saw them (after `abandon`, all closed)."""
+        return [self._shown[index] for index in sorted(self._shown)]
 
     async def rows(self) -> AsyncIterator[list[EventRow]]:
         """The events in batches: all those emitted since the last batch, so that a

@@ -20,6 +20,7 @@ from recovery import (
     EventRow,
     NotFound,
     ResponseRecord,
+    ResponseStatus,
     Runtime,
     encode_event,
     normalize_input,
@@ -122,24 +123,32 @@ async def create_stream(
         if not finished and key is None:
             runtime.stop_local(record.id)
 
-    rows = _to_its_end(sink.rows(), lambda: runner.lost, runtime, record)
+    def shown() -> dict[str, Any]:  # the response as the stream showed it
+        return {**runner.done.result(), "output": sink.shown()}
+
+    rows = _to_its_end(sink.rows(), lambda: runner.lost, shown, runtime, record)
     return CreatedStream(record, rows, on_close)
 
 
 async def _to_its_end(
     rows: AsyncIterator[list[EventRow]],
     lost: Callable[[], bool],
+    shown: Callable[[], dict[str, Any]],
     runtime: Runtime,
     record: ResponseRecord,
 ) -> AsyncIterator[list[EventRow]]:
     """A foreground turn's events; when its runner lost the response (its lease) before
-    the end, the end that the process which took it over stored, as the last event."""
+    the end, the end that the process which took it over stored, as the last event. Under
+    `store: false` that end was deleted with the response: the stream ends failed, with
+    the output it showed."""
     last = -1
     async for batch in rows:
         last = batch[-1].seq
         yield batch
     if lost():
         final = await _ended_elsewhere(runtime, record.id, record.tenant)
+        if final is None:
+            final = {**shown(), "status": ResponseStatus.FAILED, "error": _LOST}
         yield [encode_event(terminal_event(final, last + 1))]
 
 
@@ -175,22 +184,29 @@ async def _create(
     if runner.final_json is not None:  # the end as committed, sent as stored
         return raw_json(runner.final_json)
     if runner.lost:
-        return JSONResponse(await _ended_elsewhere(runtime, record.id, who))
+        elsewhere = await _ended_elsewhere(runtime, record.id, who)
+        if elsewhere is None:
+            raise APIError(500, _LOST["message"], type="server_error")
+        return JSONResponse(elsewhere)
     return JSONResponse(final)  # its end could not be saved: the failure the runner made up
 
 
-async def _ended_elsewhere(runtime: Runtime, response_id: str, who: str) -> dict[str, Any]:
+_LOST = {
+    "code": "server_error",
+    "message": "The server lost this response to another of its processes, which ended it; "
+    "under store: false that end is not kept.",
+}
+
+
+async def _ended_elsewhere(runtime: Runtime, response_id: str, who: str) -> dict[str, Any] | None:
     """The end of a foreground response whose lease this process lost (stopped past its
     TTL): the process that took it over ends it, and that end, not what this process
-    could no longer commit, is the answer."""
+    could no longer commit, is the answer. None under `store: false`: the end was deleted
+    with the response."""
     try:
         return await runtime.wait_final(response_id, who)
-    except NotFound:  # store: false, discarded at its end
-        raise APIError(
-            500,
-            "The server lost this response to another of its processes, which ended it.",
-            type="server_error",
-        ) from None
+    except NotFound:
+        return None
 
 
 def _idempotency_key(request: Request) -> str | None:

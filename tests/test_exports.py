@@ -54,6 +54,7 @@ PUBLIC = {
         "Usage",
         "Workflow",
         "WorkflowContext",
+        "check_tool_choice",
         "count_tokens",
         "current_response_id",
         "encode_event",

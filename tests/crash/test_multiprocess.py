@@ -169,3 +169,44 @@ def test_a_foreground_reply_is_the_end_the_store_holds_after_its_lease_was_lost(
     assert answered["status"] == "failed", "A answered what it could not commit"
     assert answered == stored
     assert recoveries(db) == {response_id: 1}
+
+
+def test_an_unstored_foreground_stream_ends_failed_after_its_lease_was_lost(
+    start_server: StartServer, new_store: NewStore
+) -> None:
+    """As above with `store: false`: B takes the response over, fails it and deletes it
+    with its end, so there is no stored end for A to send. A's stream still ends, with a
+    `response.failed` that says why, whose output is what the stream showed (it was cut
+    off after the last event, without any end)."""
+    db = new_store("shared")
+    a = start_server(*TOOLS, db=db)
+    start_server(*TOOLS, db=db)  # B
+    replies: list[httpx.Response] = []
+    body = {"model": "m", "input": "slow [[words 30]] [[delay 100]]", "stream": True}
+    body["store"] = False
+    waiting = threading.Thread(
+        target=lambda: replies.append(httpx.post(f"{a.url}/v1/responses", json=body, timeout=30))
+    )
+    waiting.start()
+    wait_until(lambda: query(db, "SELECT count(*) FROM responses") == [(1,)], "A to admit it")
+    a.freeze()
+    try:
+        wait_until(
+            lambda: query(db, "SELECT count(*) FROM responses") == [(0,)],
+            "B to take the response over, fail it and discard it",
+        )
+    finally:
+        a.thaw()
+    waiting.join(60)
+
+    assert replies and replies[0].status_code == 200, replies and replies[0].text
+    events = parse_sse(replies[0].text)
+    check_stream(events)
+    assert events[-1]["type"] == "response.failed"
+    failed = events[-1]["response"]
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == "server_error"
+    assert "another of its processes" in failed["error"]["message"]
+    shown = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    assert failed["output"] == shown and shown, "the end holds what the stream showed"
+    assert shown[-1]["status"] == "incomplete"  # the message A was saying when it froze
