@@ -386,13 +386,19 @@ class TurnRunner:
     async def _history(self) -> list[Item]:
         """The history, then this turn's input, checked (G5) before any model call."""
         record = self._record
+        upto = record.conversation_upto
+        if record.conversation_id is not None and upto is None:
+            # A foreground turn: its history ends where the conversation ends now,
+            # recorded, so that a chain from it reads what it read (G5).
+            with lease_held():
+                upto = await self._store.fix_conversation_upto(record.id, self.turn.fence)
         try:
             return await load_history(
                 self._store,
                 tenant=record.tenant,
                 previous_response_id=record.previous_response_id,
                 conversation_id=record.conversation_id,
-                conversation_upto=record.conversation_upto,
+                conversation_upto=upto,
                 turn_input=self._params["input"],
             )
         except InvalidRequest as exc:

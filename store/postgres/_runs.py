@@ -124,6 +124,17 @@ def _save_sql(terminal: bool) -> str:
 _SAVE = {terminal: _save_sql(terminal) for terminal in (False, True)}
 
 
+# The history's end as a position (items are numbered max + 1, and a deleted item leaves
+# a gap), so that later items are left out and none before; a claim records it too.
+_FIX_UPTO = (
+    "UPDATE responses SET conversation_upto = CASE WHEN conversation_id IS NULL THEN NULL"
+    "  ELSE coalesce(conversation_upto, (SELECT coalesce(max(position) + 1, 0)"
+    "   FROM conversation_items WHERE conversation_id = responses.conversation_id)) END"
+    f" WHERE id = $1 AND owner = $2 AND epoch = $3 AND {UNFINISHED}"
+    " RETURNING conversation_upto"
+)
+
+
 class RunStore(LaneStore):
     # -- leases -----------------------------------------------------------------------
 
@@ -139,6 +150,20 @@ class RunStore(LaneStore):
             return response(row) if row else None
 
         return await self._write("recover response", op, atomic=False)
+
+    async def fix_conversation_upto(self, response_id: str, fence: Fence) -> int | None:
+        """Where the conversation history of a turn `fence` holds ends: the position
+        recorded at its claim, or else (a foreground turn, never claimed) the end of its
+        conversation now, recorded; None outside a conversation. LeaseLost if the fence
+        no longer holds."""
+
+        async def op(tx: Tx) -> int | None:
+            row = await tx.conn.fetchrow(_FIX_UPTO, response_id, fence.owner, fence.epoch)
+            if row is None:
+                raise LeaseLost(f"response {response_id} is no longer held by {fence}")
+            return None if row[0] is None else int(row[0])
+
+        return await self._write("record conversation end", op, after=(response_id,))
 
     async def orphans(self, limit: int = 5000) -> list[tuple[str, str]]:
         """(id, status) of unfinished responses nobody holds: queued ones at the head of

@@ -83,6 +83,15 @@ _INSERT_RESPONSE = (
 )
 
 
+# The history's end as a position (items are numbered max + 1, and a deleted item leaves
+# a gap), so that later items are left out and none before; a claim records it too.
+_FIX_UPTO = (
+    "UPDATE responses SET conversation_upto = coalesce(conversation_upto,"
+    " (SELECT coalesce(max(position) + 1, 0) FROM conversation_items"
+    "  WHERE conversation_id = responses.conversation_id))"
+    " WHERE id = ? AND conversation_id IS NOT NULL RETURNING conversation_upto"
+)
+
 _NEXT_IN_LANE = (
     "SELECT id FROM responses WHERE lane = ? AND status = 'queued' AND owner IS NULL"
     f"{_LANE_HEAD} ORDER BY rowid LIMIT 1"
@@ -257,6 +266,19 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
             (owner, now + lease_ttl, now, response_id),
         )
         return _response(row) if row else None
+
+    async def fix_conversation_upto(self, response_id: str, fence: Fence) -> int | None:
+        """Where the conversation history of a turn `fence` holds ends: the position
+        recorded at its claim, or else (a foreground turn, never claimed) the end of its
+        conversation now, recorded; None outside a conversation. LeaseLost if the fence
+        no longer holds."""
+
+        def op(tx: Tx) -> int | None:
+            self._check_fence(tx, response_id, fence)
+            row = _fetchone(tx.conn, _FIX_UPTO, (response_id,))
+            return None if row is None or row[0] is None else int(row[0])
+
+        return await self._write("record conversation end", op)
 
     async def recover(
         self, response_id: str, owner: str, lease_ttl: float

@@ -199,6 +199,52 @@ def test_a_chain_from_a_foreground_turn_that_skipped_an_item_holds_it_once(rig: 
     assert calls == ["call_1"], sent
 
 
+def test_a_chain_from_a_foreground_turn_reads_the_conversation_as_the_turn_did(
+    rig: Rig,
+) -> None:
+    """While a foreground conversation turn runs, the client adds a call, then an item
+    with the id of the turn's own input, then the call's output. A chain continuing from
+    the turn reads the conversation as the turn read it, when it started: without that
+    call and output. Before, the turn's recorded end was the skipped item's position,
+    which split the pair, and the continuation sent a call with no output."""
+    conversation = rig.client.conversations.create(items=[{"role": "user", "content": "hi"}]).id
+    gate = Gate(rig.fake, text("the long answer"))
+    question = {"type": "message", "role": "user", "content": "and now?", "id": "msg_q"}
+    body = {"model": MODEL, "conversation": conversation, "tools": [WEATHER], "input": [question]}
+    result: dict[str, Any] = {}
+    worker = threading.Thread(
+        target=lambda: result.update(r=rig.http.post("/v1/responses", json=body, timeout=30))
+    )
+    worker.start()
+    wait_until(lambda: bool(rig.fake.requests), "the foreground turn's model call")
+    for item in ({**CALL, "id": "fc_side"}, question, OUTPUT):
+        added = rig.http.post(f"/v1/conversations/{conversation}/items", json={"items": [item]})
+        assert added.status_code == 200, added.text
+    gate.release()
+    worker.join(30)
+    first = result["r"].json()
+    assert first["status"] == "completed", first
+
+    rig.fake.push(text("fine"))
+    answer = rig.http.post(
+        "/v1/responses",
+        json={
+            "model": MODEL,
+            "previous_response_id": first["id"],
+            "tools": [WEATHER],
+            "input": "thanks",
+            "background": True,
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    ended = wait_terminal(rig.http, answer.json()["id"], deadline=15)
+
+    assert ended["status"] == "completed", ended.get("error")
+    sent = rig.fake.requests[-1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["hi", "and now?", "thanks"]
+    assert not [c for m in sent for c in m.get("tool_calls") or []], sent
+
+
 # -- a call a history would hold twice ----------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from store import (
     ConversationRecord,
     Fence,
     ItemRow,
+    LeaseLost,
     ResponseRecord,
     StoreError,
 )
@@ -140,6 +141,36 @@ async def test_a_foreground_turn_records_where_its_history_ends(store: Store) ->
 
     record = await store.get_response("resp_f", "")
     assert record.conversation_upto == 1
+
+
+async def test_a_foreground_turn_fixes_its_history_end_when_it_reads_it(store: Store) -> None:
+    await store.create_conversation(ConversationRecord("conv_1", "", 0.0, "{}"), [message("a")])
+    new = dataclasses.replace(
+        new_response("resp_f", owner="me"), lane="conv_1", conversation_id="conv_1"
+    )
+    await store.create_response(new, [], [])
+    with pytest.raises(LeaseLost):
+        await store.fix_conversation_upto("resp_f", Fence("another", 1))
+
+    assert await store.fix_conversation_upto("resp_f", Fence("me", 1)) == 1
+    await store.add_conversation_items("conv_1", "", [message("b")])
+    assert await store.fix_conversation_upto("resp_f", Fence("me", 1)) == 1  # fixed once
+    await store.save_snapshot(
+        "resp_f",
+        Fence("me", 1),
+        snapshot="{}",
+        last_seq=-1,
+        status="completed",
+        terminal=True,
+        conversation_items=[message("a"), message("out")],  # "a" is skipped: held already
+    )
+    record = await store.get_response("resp_f", "")
+    assert record is not None and record.conversation_upto == 1
+    history = await store.conversation_history("conv_1", None)
+    assert [json.loads(t)["id"] for t in history] == ["a", "b", "out"]
+
+    fence = await claimed(store, "resp_x")  # no conversation: nothing to fix
+    assert await store.fix_conversation_upto("resp_x", fence) is None
 
 
 # -- items by id (item_reference) ---------------------------------------------------------------
