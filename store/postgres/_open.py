@@ -29,7 +29,20 @@ POOL_SIZE = 10
 CONNECT_TIMEOUT = 10.0  # seconds to open one connection
 COMMAND_TIMEOUT = 60.0  # seconds a statement may take before it counts as failed
 CLOSE_TIMEOUT = 10.0
-SETTINGS = {"application_name": "durable-responses", "jit": "off"}
+IDLE_IN_TRANSACTION_MS = 5000
+SETTINGS = {
+    "application_name": "durable-responses",
+    "jit": "off",
+    # A write of several statements holds its locks between them. A host stopped there
+    # (SIGSTOP, a paused VM) keeps its connection open: PostgreSQL ends such a session
+    # after this, rolling back, so another host can take its turns over (G8). Ours never
+    # wait inside a transaction for anything but the next statement.
+    "idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS),
+    # A host cut off by the network is noticed in about 20 s, not the kernel's 2 hours.
+    "tcp_keepalives_idle": "10",
+    "tcp_keepalives_interval": "3",
+    "tcp_keepalives_count": "3",
+}
 
 
 @asynccontextmanager

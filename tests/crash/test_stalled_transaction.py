@@ -1,0 +1,122 @@
+"""A host stalled in the middle of a transaction (SIGSTOP, a VM pause, a long pause of
+its process) on PostgreSQL (docs/guarantees.md G8, "stalled past its lease").
+
+A write of several statements holds its row and advisory locks between them. A stopped
+process keeps its connection open, so before this PostgreSQL kept those locks for as long
+as the host was stopped: the turn it was ending was never taken over, and every host
+waited on the conversation behind it. Now a session left idle inside a transaction is
+ended by PostgreSQL after a few seconds, its transaction rolled back, and another host
+takes the turn over once its lease has expired."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.support.server import ServerProcess
+from tests.support.waiting import wait_until
+
+ARGS = ("--lease-ttl", "2", "--scan-interval", "0.2")
+
+
+def rows(db: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    async def fetch() -> list[tuple[Any, ...]]:
+        conn = await asyncpg.connect(db, timeout=10)
+        try:
+            return [tuple(row) for row in await conn.fetch(sql, *params)]
+        finally:
+            await conn.close()
+
+    return asyncio.run(fetch())
+
+
+class RowHolder:
+    """Another session holding one row FOR UPDATE until `release`."""
+
+    def __init__(self, db: str, sql: str, *params: Any) -> None:
+        self._locked, self._release = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._hold(db, sql, params),))
+        self._thread.start()
+        assert self._locked.wait(10), "the row was never locked"
+
+    async def _hold(self, db: str, sql: str, params: tuple[Any, ...]) -> None:
+        conn = await asyncpg.connect(db, timeout=10)
+        try:
+            async with conn.transaction():
+                await conn.execute(sql, *params)
+                self._locked.set()
+                await asyncio.to_thread(self._release.wait, 30)
+        finally:
+            await conn.close()
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join(10)
+
+
+@pytest.fixture
+def hosts(postgres_url: str, tmp_path: Path) -> Iterator[list[ServerProcess]]:
+    started = [
+        ServerProcess(postgres_url, args=ARGS, log=tmp_path / f"host{i}.log").start()
+        for i in range(2)
+    ]
+    yield started
+    for host in started:
+        host.thaw()
+        host.kill()
+
+
+def test_a_host_stalled_inside_a_turns_end_loses_it_to_another(
+    postgres_url: str, hosts: list[ServerProcess]
+) -> None:
+    a, b = hosts
+    db = postgres_url
+    conversation = httpx.post(f"{a.url}/v1/conversations", json={}, timeout=30).json()["id"]
+    # Holding the conversation's row stops A's end of turn between its two statements
+    # (the response's row, then the conversation's items): a window of a few
+    # milliseconds otherwise, where A is stopped.
+    holder = RowHolder(db, "SELECT id FROM conversations WHERE id = $1 FOR UPDATE", conversation)
+    body = {"model": "m", "input": "[[words 5]]", "background": True, "conversation": conversation}
+    first = httpx.post(f"{a.url}/v1/responses", json=body, timeout=30).json()
+    waiting: list[tuple[Any, ...]] = []
+    wait_until(
+        lambda: (
+            waiting.extend(
+                rows(
+                    db,
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE '%conversations%' AND application_name = 'durable-responses'",
+                )
+            )
+            or waiting
+        ),
+        "A's end of turn to wait for the conversation",
+    )
+    a.freeze()
+    holder.release()
+    wait_until(
+        lambda: rows(
+            db,
+            "SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'idle in transaction'",
+            waiting[0][0],
+        ),
+        "A's transaction to sit idle, holding the response's row",
+    )
+    second = httpx.post(f"{b.url}/v1/responses", json=body, timeout=30).json()
+    assert second["status"] == "queued"
+
+    def ended(response_id: str) -> bool:
+        status = httpx.get(f"{b.url}/v1/responses/{response_id}", timeout=30).json()["status"]
+        return status == "completed"
+
+    wait_until(lambda: ended(first["id"]) and ended(second["id"]), "B to finish both", 30)
+    a.thaw()
+    (recovered,) = rows(db, "SELECT recoveries FROM responses WHERE id = $1", first["id"])[0]
+    assert recovered == 1
