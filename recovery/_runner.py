@@ -563,6 +563,7 @@ class TurnRunner:
                 return await self._save_terminal(outcome, closing)
             except StopRequested as request:
                 outcome = stopped(request.kind)
+                self._stop.steered |= request.kind == "steer"  # its steers to settle
             except Conflict as exc:
                 if collided:
                     raise

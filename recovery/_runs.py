@@ -150,6 +150,13 @@ class Runs:
         fence = Fence(self.owner, record.epoch)
         await self._drive(self._runner(record, DurableSink(self._store, record.id, fence), fence))
 
+    async def _steered(self, record: ResponseRecord) -> bool:
+        """Whether a `response.steer` of this response waits, within the recovery
+        budget (a turn that keeps crashing ends `recovery_exhausted` all the same)."""
+        if record.recoveries > self._settings.max_recoveries:
+            return False
+        return any(s.state == "queued" for s in await self._store.steers_of(record.id))
+
     async def _recover(self, response_id: str) -> None:
         if self.draining:
             return  # shutting down: takes no new work (G8)
@@ -161,6 +168,17 @@ class Runs:
             return
         self._observer.recovery_started()
         fence = Fence(self.owner, record.epoch)
+        try:
+            steered = not record.background and await self._steered(record)
+        except StoreError as exc:
+            return self._start_failed(response_id, exc)
+        if steered:
+            # Nobody waits for it any more, but an accepted steer's input is the server's
+            # to apply (G12): it resumes only to end at its first safe point, steered.
+            runner = self._runner(record, MemorySink(keep=False), fence)
+            runner.request_stop("steer")
+            await self._drive(runner)
+            return
         if not record.background:
             # Nobody waits for a foreground response any more: it is not run again.
             runner = self._runner(record, MemorySink(keep=False), fence)

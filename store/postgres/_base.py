@@ -14,7 +14,7 @@ from ._batches import AppendBatches
 from ._database import Database, Operation, Tx
 from ._leases import LeaseConnection
 from ._listen import EVENTS, SIGNALS, Listener, events_payload, events_prefix, signal_payload
-from ._sql import UNFINISHED, columns
+from ._sql import STEERED_BY_INPUT, UNFINISHED, columns
 
 if TYPE_CHECKING:
     from ._sql import Conn
@@ -190,7 +190,8 @@ class PostgresBase:
         """Why a fenced terminal write matched no row: a stop request (G9) that wins over
         `status` while the fence still holds, or else a lost lease."""
         row = await conn.fetchrow(
-            "SELECT owner, epoch, status, cancel_requested, steer FROM responses WHERE id = $1",
+            "SELECT owner, epoch, status, cancel_requested, steer,"
+            f" {STEERED_BY_INPUT} AS steered FROM responses WHERE id = $1",
             response_id,
         )
         held = (
@@ -198,6 +199,8 @@ class PostgresBase:
             and (row["owner"], row["epoch"]) == (fence.owner, fence.epoch)
             and row["status"] in ("queued", "in_progress")
         )
+        if held and row is not None and status == "cancelled" and row["steered"]:
+            return StopRequested("steer")
         if held and row is not None and status != "cancelled":
             if row["cancel_requested"]:
                 return StopRequested("cancelled")

@@ -32,13 +32,24 @@ from ._lanes import LaneStore
 
 if TYPE_CHECKING:
     from ._sql import Conn
-from ._sql import EXPIRES, LANE_HEAD, RESPONSE_COLUMNS, UNFINISHED, columns, response
+from ._sql import (
+    EXPIRES,
+    LANE_HEAD,
+    RESPONSE_COLUMNS,
+    STEERED_BY_INPUT,
+    UNFINISHED,
+    columns,
+    response,
+)
 
 # A stop request recorded first wins over the turn's end (G9): a cancel or a rollback
 # over anything but `cancelled`, an interrupt over `completed`. $4 is the new status.
 _STOP_CHECK = (
     " AND ($4 = 'cancelled' OR (NOT cancel_requested AND steer IS DISTINCT FROM 'rollback'"
     " AND ($4 <> 'completed' OR steer IS DISTINCT FROM 'interrupt')))"
+    # An accepted response.steer wins over a stop of the process's own (a foreground
+    # client gone, G12): its input is the server's to apply.
+    f" AND NOT ($4 = 'cancelled' AND {STEERED_BY_INPUT})"
 )
 
 _RECOVER = (

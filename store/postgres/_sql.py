@@ -87,3 +87,12 @@ def conversation(row: Row) -> ConversationRecord:
 def columns(rows: Any, *names: str) -> tuple[list[Any], ...]:
     """The attributes `names` of `rows` as one list each (for unnest parameters)."""
     return tuple([getattr(r, name) for r in rows] for name in names)
+
+
+# A stop of the driving process's own (`cancelled` with no cancel request, no rollback)
+# while a `response.steer` of the response waits: the steer wins (G12).
+STEERED_BY_INPUT = (
+    "(NOT cancel_requested AND steer IS DISTINCT FROM 'rollback'"
+    " AND EXISTS (SELECT 1 FROM steers AS w"
+    " WHERE w.target_id = responses.id AND w.state = 'queued'))"
+)

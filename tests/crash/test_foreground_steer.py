@@ -1,0 +1,80 @@
+"""An accepted `response.steer` of a foreground response (docs/guarantees.md G12).
+
+`accepted` means the server owns the input: its successor runs once, whatever happens
+to the target. A foreground target whose client goes away (its socket drops) or whose
+server dies ends `incomplete` / `steered` at its first safe point, and the successor
+runs the steer's input once. Before, the first ended `cancelled` and the second
+`failed`, and both failed the accepted steer: its input was never run."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.conftest import NewStore, StartServer
+from tests.integration._issue17_support import Socket, connect, response_id
+from tests.support.peek import count, query
+from tests.support.side_effects import effects
+from tests.support.stores import Location
+from tests.support.waiting import wait_terminal, wait_until
+
+AGENT = ("--agent", "tests.agents.tool_agent:agent", "--lease-ttl", "2", "--scan-interval", "0.2")
+WAIT = '[[call wait_a_bit {"seconds": 2.0}]]'
+STEER = 'second [[call send_email {"to": "steerer"}]]'
+
+
+async def steer_while_the_tool_runs(ws: Socket, db: Location) -> str:
+    """Create a foreground response, and steer it once its tool's body has started."""
+    await ws.create(input=WAIT)
+    await ws.until(lambda e: e["type"] == "response.output_item.done", "the tool's call")
+    target = response_id(ws.events)
+    sql = "SELECT count(*) FROM journal WHERE response_id = ? AND state = 'claimed'"
+    for _ in range(500):
+        if await asyncio.to_thread(count, db, sql, target):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("the tool's body never started")
+    await ws.steer(target, STEER)
+    await ws.until(lambda e: e["type"] == "response.steer.accepted", "the steer's acceptance")
+    return target
+
+
+def check_steered(url: str, db: Location, target: str, effects_dir: Path) -> None:
+    final = wait_terminal(url, target)
+    assert final["status"] == "incomplete", final
+    assert final["incomplete_details"] == {"reason": "steered"}
+    sql = "SELECT id FROM responses WHERE previous_response_id = ?"
+    wait_until(lambda: query(db, sql, target), "the steer's successor")
+    ((successor,),) = query(db, sql, target)
+    assert wait_terminal(url, successor)["status"] == "completed"
+    assert query(db, "SELECT state FROM steers WHERE target_id = ?", target) == [("applied",)]
+    assert [to for _, to in effects(effects_dir, "send_email")] == ["steerer"]
+    assert len(effects(effects_dir, "wait_a_bit")) == 1
+
+
+async def test_a_foreground_targets_client_going_away_does_not_drop_its_steer(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
+) -> None:
+    db = new_store("s")
+    server = start_server(*AGENT, db=db, env={"SIDE_EFFECTS_DIR": str(tmp_path)})
+    async with connect(server.url) as ws:
+        target = await steer_while_the_tool_runs(ws, db)
+    # The socket is gone, as after a network drop: the SDK reconnects after a 1006.
+
+    await asyncio.to_thread(check_steered, server.url, db, target, tmp_path)
+
+
+async def test_a_foreground_targets_crash_does_not_drop_its_steer(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
+) -> None:
+    db = new_store("s")
+    env = {"SIDE_EFFECTS_DIR": str(tmp_path)}
+    # Dies once the tool's result is recorded: no call is left ambiguous (G4).
+    dying = start_server(*AGENT, db=db, env={**env, "DURABLE_RESPONSES_FAILPOINT": "tool_recorded"})
+    async with connect(dying.url) as ws:
+        target = await steer_while_the_tool_runs(ws, db)
+    assert dying.proc is not None and await asyncio.to_thread(dying.proc.wait, 20) == 86
+
+    survivor = start_server(*AGENT, db=db, env=env)
+    await asyncio.to_thread(check_steered, survivor.url, db, target, tmp_path)
