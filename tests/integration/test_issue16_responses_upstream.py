@@ -24,11 +24,14 @@ from pydantic import BaseModel
 from tests.conftest import StartServer
 from tests.integration._issue16_support import ResponsesRig, ServeResponses, responses_servers
 from tests.integration._responses_support import (
+    Event,
+    checked_events,
     checked_response,
     dump,
     get_stream,
     post_stream,
     sdk_events,
+    sse_events,
     unparsed,
 )
 from tests.support.client_tools import WEATHER
@@ -683,3 +686,65 @@ def test_the_scripted_upstream_takes_back_reasoning_it_issued_before_its_item(
     assert last is not None and "required following item" in last.message
     moved = request_error(_body(_HI, {**reasoning, "id": "rs_2"}, answer), upstream.issued)
     assert moved is not None and "could not be verified" in moved.message
+
+
+def _collapsed(events: list[Event]) -> list[Event]:
+    """The output's events without numbers, each run of deltas of one part as one delta:
+    what a stream says, however finely it was cut."""
+    out: list[Event] = []
+    for event in events:
+        if event["type"] in ("response.created", "response.in_progress"):
+            continue
+        event = {k: v for k, v in event.items() if k != "sequence_number"}
+        last = out[-1] if out else {}
+        same = {k: v for k, v in last.items() if k not in ("delta", "logprobs")}
+        if event["type"].endswith(".delta") and same == {
+            k: v for k, v in event.items() if k not in ("delta", "logprobs")
+        }:
+            last["delta"] += event["delta"]
+            if "logprobs" in event:
+                last["logprobs"] = last["logprobs"] + event["logprobs"]
+            continue
+        out.append(event)
+    return out
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(
+            lambda: text("Paris is the capital.", summary=SUMMARY, reasoning=THOUGHT),
+            id="reasoning-and-logprobs",
+        ),
+        pytest.param(lambda: refusal(NO), id="refusal"),
+    ],
+)
+def test_a_retried_streaming_create_streams_what_the_first_streamed(
+    serve: Serve, answer: Any
+) -> None:
+    """A foreground response keeps no log: the retry of its create (the same
+    Idempotency-Key) is streamed from its final object. It says what the first stream
+    said, event for event: reasoning summaries and raw reasoning, text with its logprobs,
+    a refusal. Before, it had no reasoning or refusal events and no logprobs."""
+    rig = serve(tools=False)
+    rig.fake.push(answer())
+    body = {
+        "model": MODEL,
+        "input": "Capital of France?",
+        "stream": True,
+        "reasoning": {"summary": "auto"},
+        "include": ["message.output_text.logprobs"],
+        "top_logprobs": 1,
+    }
+    streams = []
+    for _ in range(2):
+        with rig.http.stream(
+            "POST", "/v1/responses", json=body, headers={"Idempotency-Key": "same"}
+        ) as reply:
+            reply.read()
+        streams.append(checked_events(sse_events(reply)))
+    first, again = streams
+
+    assert len(rig.fake.requests) == 1
+    assert again[-1]["response"] == first[-1]["response"]
+    assert _collapsed(again) == _collapsed(first)
