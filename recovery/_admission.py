@@ -101,6 +101,8 @@ class Admissions:
                 previous_response_id=params.get("previous_response_id"),
                 conversation_id=params.get("conversation"),
                 allow_pending=busy,
+                # A rolled-back turn leaves nothing in the conversation to answer.
+                after_running=busy and strategy != "rollback",
             )
             self._check_compaction_items(agent, history, params)
             _check_declared_tools(agent, params)

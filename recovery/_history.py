@@ -294,20 +294,35 @@ async def check_input(
     previous_response_id: str | None = None,
     conversation_id: str | None = None,
     allow_pending: bool = False,
+    after_running: bool = False,
     param: str = "input",
 ) -> list[Item]:
     """Refuse client items that would break tool pairing against the history they
     follow (G5), with InvalidRequest naming the call: an output that answers no call,
     or a call answered twice; unless `allow_pending`, a call left without output. A
     conversation's turn may not add an item the conversation has (`check_new_ids`).
-    Returns that history."""
+    With `after_running` (a turn that will follow the conversation's running turn), what
+    that turn has published counts as history. Returns the stored history."""
     history = await load_history(
         store,
         tenant=tenant,
         previous_response_id=previous_response_id,
         conversation_id=conversation_id,
     )
+    ahead = await _running_items(store, conversation_id) if after_running else []
     if conversation_id:
-        check_new_ids(history, new_input, param=param)
-    check_tool_pairing(history, new_input, allow_pending=allow_pending, param=param)
+        check_new_ids([*history, *ahead], new_input, param=param)
+    check_tool_pairing([*history, *ahead], new_input, allow_pending=allow_pending, param=param)
     return history
+
+
+async def _running_items(store: Store, conversation_id: str | None) -> list[Item]:
+    """The items the conversation's running turn has published so far (its calls go out
+    with its step record, before its snapshot holds them): the conversation holds them
+    once it ends, before the input of a turn queued behind it."""
+    running = await store.running_turn(conversation_id) if conversation_id else None
+    if running is None:
+        return []
+    items = history_items(json.loads(running.snapshot)["output"])
+    recorded = await store.get_step(running.id, running.step)
+    return items + (json.loads(recorded) if recorded is not None else [])

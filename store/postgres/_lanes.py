@@ -337,6 +337,16 @@ class LaneStore(PostgresBase):
         )
         return row is not None
 
+    async def running_turn(self, lane: str) -> ResponseRecord | None:
+        """The turn of `lane` that runs now, if any (a lane runs one at a time, G10)."""
+        row = await self._db.fetchrow(
+            "read running turn",
+            f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE lane = $1"
+            " AND status = 'in_progress' LIMIT 1",
+            lane,
+        )
+        return response(row) if row is not None else None
+
     async def idempotency_key(self, tenant: str, key: str) -> tuple[str, str] | None:
         """(request hash, response id) recorded for the key, if its response still exists."""
         row = await self._db.fetchrow(

@@ -366,6 +366,15 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
         )
         return row is not None
 
+    async def running_turn(self, lane: str) -> ResponseRecord | None:
+        """The turn of `lane` that runs now, if any (a lane runs one at a time, G10)."""
+        row = await self._readers.fetchone(
+            f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE lane = ?"
+            " AND status = 'in_progress' LIMIT 1",
+            (lane,),
+        )
+        return _response(row) if row is not None else None
+
     async def idempotency_key(self, tenant: str, key: str) -> tuple[str, str] | None:
         """(request hash, response id) recorded for the key, if its response still exists."""
         row = await self._readers.fetchone(

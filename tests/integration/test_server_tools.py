@@ -213,17 +213,7 @@ def test_a_client_call_can_be_answered_as_soon_as_it_is_published(
         background=True,
         stream=True,
     )
-    first_id = call_id = ""
-    with stream:
-        for event in stream:
-            if event.type == "response.created":
-                first_id = event.response.id
-            if event.type == "response.output_item.done" and getattr(event.item, "name", "") == (
-                "ask_user"
-            ):
-                call_id = event.item.call_id  # type: ignore[union-attr]
-                break
-    assert first_id and call_id
+    first_id, call_id = published_call(stream)
     assert sdk.responses.retrieve(first_id).status == "in_progress", "the server tool still runs"
 
     second = sdk.responses.create(
@@ -238,6 +228,60 @@ def test_a_client_call_can_be_answered_as_soon_as_it_is_published(
     assert final.status == "completed", final.error
     assert "ask_user -> yes" in final.output_text
     assert len(effects(effects_dir, "wait_a_bit")) == 1
+
+
+def published_call(stream: Any) -> tuple[str, str]:
+    """(response id, call id) of the first `ask_user` call the stream publishes."""
+    first_id = ""
+    with stream:
+        for event in stream:
+            if event.type == "response.created":
+                first_id = event.response.id
+            if event.type == "response.output_item.done" and getattr(event.item, "name", "") == (
+                "ask_user"
+            ):
+                return first_id, event.item.call_id
+    raise AssertionError("no ask_user call was published")
+
+
+def test_a_conversations_client_call_can_be_answered_as_soon_as_it_is_published(
+    sdk: openai.OpenAI, effects_dir: Path
+) -> None:
+    """As above, in a conversation: the answer queues behind the running turn, whose
+    published calls count as its history. Before, it was refused tool_call_not_found."""
+    client_tool: Any = {
+        "type": "function",
+        "name": "ask_user",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+    }
+    conversation = sdk.conversations.create().id
+    stream = sdk.responses.create(
+        model="m",
+        input='go [[call wait_a_bit {"seconds": 2}]] [[call ask_user {"q": "ok?"}]]',
+        conversation=conversation,
+        tools=[client_tool],
+        background=True,
+        stream=True,
+    )
+    first_id, call_id = published_call(stream)
+    assert sdk.responses.retrieve(first_id).status == "in_progress", "the server tool still runs"
+
+    second = sdk.responses.create(
+        model="m",
+        conversation=conversation,
+        input=[{"type": "function_call_output", "call_id": call_id, "output": "yes"}],
+        tools=[client_tool],
+        background=True,
+    )
+
+    assert second.status == "queued"
+    final = wait_terminal(sdk, second.id)
+    assert final.status == "completed", final.error
+    assert "ask_user -> yes" in final.output_text
+    assert len(effects(effects_dir, "wait_a_bit")) == 1
+    items = sdk.conversations.items.list(conversation, order="asc", limit=100).data
+    kinds = [(i.type, getattr(i, "call_id", None)) for i in items]
+    assert kinds.index(("function_call", call_id)) < kinds.index(("function_call_output", call_id))
 
 
 def test_a_tool_choice_may_name_allow_or_require_the_servers_own_tools(
