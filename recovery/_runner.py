@@ -238,6 +238,10 @@ class TurnRunner:
                     return Outcome(ResponseStatus.COMPLETED)
             else:
                 calls = step_items
+                # A resumed run rebuilt its output from the log; a foreground response
+                # keeps none (resumed for a steer, _runs.py): its calls go back in here,
+                # before their outputs (G5).
+                await self.add_items(calls)
                 server_calls = [c for c in calls if c["name"] in phase.tools]
                 if not server_calls:  # a recorded step of client calls: the turn ends there
                     return Outcome(ResponseStatus.COMPLETED)

@@ -150,12 +150,10 @@ class Runs:
         fence = Fence(self.owner, record.epoch)
         await self._drive(self._runner(record, DurableSink(self._store, record.id, fence), fence))
 
-    async def _steered(self, record: ResponseRecord) -> bool:
-        """Whether a `response.steer` of this response waits, within the recovery
-        budget (a turn that keeps crashing ends `recovery_exhausted` all the same)."""
-        if record.recoveries > self._settings.max_recoveries:
-            return False
-        return any(s.state == "queued" for s in await self._store.steers_of(record.id))
+    def _steered(self, record: ResponseRecord) -> bool:
+        """Whether a `response.steer` of this response was accepted, within the recovery
+        budget (a foreground turn that keeps crashing is failed all the same)."""
+        return record.steer == "steer" and record.recoveries <= self._settings.max_recoveries
 
     async def _recover(self, response_id: str) -> None:
         if self.draining:
@@ -168,16 +166,13 @@ class Runs:
             return
         self._observer.recovery_started()
         fence = Fence(self.owner, record.epoch)
-        try:
-            steered = not record.background and await self._steered(record)
-        except StoreError as exc:
-            return self._start_failed(response_id, exc)
-        if steered:
+        if not record.background and self._steered(record):
             # Nobody waits for it any more, but an accepted steer's input is the server's
-            # to apply (G12): it resumes only to end at its first safe point, steered.
+            # to apply (G12): it resumes only to end at its first safe point, steered,
+            # after the turns ahead of it in its lane.
             runner = self._runner(record, MemorySink(keep=False), fence)
             runner.request_stop("steer")
-            await self._drive(runner)
+            await self._drive(runner, wait_for_lane=record.lane)
             return
         if not record.background:
             # Nobody waits for a foreground response any more: it is not run again.
@@ -278,7 +273,11 @@ class Runs:
         """Hold a foreground turn until every earlier turn of its lane has ended (G10)."""
         if runner.lane == runner.response_id:
             return  # a lane of its own: no turn can be ahead of it
-        while not runner.stopping and not await self._is_lane_head(runner.response_id):
+        # A steered turn still waits: it ends at its first safe point once it starts, its
+        # input after that of the turns ahead of it.
+        while (runner.steered or not runner.stopping) and not await self._is_lane_head(
+            runner.response_id
+        ):
             freed = self._lane_freed.setdefault(runner.lane, asyncio.Event())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(freed.wait(), self._settings.poll_interval * 4)

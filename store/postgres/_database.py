@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
+from asyncpg import exceptions as pgerr
 
 from .._errors import StoreError, StoreUnavailable
-from ._errors import RETRYABLE, translate_asyncpg_errors
+from ._errors import RETRYABLE, LostInTransaction, translate_asyncpg_errors
 
 if TYPE_CHECKING:
     from ._sql import Conn, Pool
@@ -174,11 +175,21 @@ class Database:
         async with self.pool.acquire(timeout=ACQUIRE_TIMEOUT) as conn:
             tx = Tx(conn)
             started = time.perf_counter()
-            if atomic:
+            if not atomic:
+                value = await op(tx)
+                return tx, value, time.perf_counter() - started
+            sent = False  # its COMMIT: only a connection lost after that is ambiguous
+            try:
                 async with conn.transaction():
                     value = await op(tx)
-            else:
-                value = await op(tx)
+                    sent = not conn.is_closed()
+            except Exception as exc:
+                # Lost before its COMMIT was sent, or ended by PostgreSQL as idle inside
+                # it (a blocked event loop can leave it so between two statements):
+                # nothing of it was committed, and it may run again.
+                if conn.is_closed() and (not sent or _ended_idle(exc)):
+                    raise LostInTransaction(str(exc)) from exc
+                raise
             return tx, value, time.perf_counter() - started
 
     # -- reads ------------------------------------------------------------------------
@@ -191,6 +202,15 @@ class Database:
     async def fetchrow(self, what: str, sql: str, *args: Any) -> asyncpg.Record | None:
         rows = await self.fetch(what, sql, *args)
         return rows[0] if rows else None
+
+
+def _ended_idle(exc: BaseException | None) -> bool:
+    """Whether PostgreSQL ended the session for sitting idle inside a transaction."""
+    while exc is not None:
+        if isinstance(exc, pgerr.IdleInTransactionSessionTimeoutError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:

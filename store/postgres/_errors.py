@@ -33,16 +33,24 @@ from asyncpg import exceptions as pgerr
 
 from .._errors import Conflict, StoreError, StoreUnavailable
 
+
 # A transaction that failed for one of these did nothing and may simply run again: a
-# serialization failure, a deadlock, or a cached statement whose result changed under it
-# (another host migrated the schema; asyncpg prepares it again on the next try).
+# serialization failure, a deadlock, a cached statement whose result changed under it
+# (another host migrated the schema; asyncpg prepares it again on the next try), or a
+# session lost before its COMMIT was sent.
+class LostInTransaction(Exception):
+    """The connection was lost inside a transaction, before its COMMIT was sent."""
+
+
 RETRYABLE: tuple[type[Exception], ...] = (
+    LostInTransaction,
     pgerr.SerializationError,
     pgerr.DeadlockDetectedError,
     pgerr.InvalidCachedStatementError,
 )
 
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
+    LostInTransaction,  # past its retries
     pgerr.PostgresConnectionError,  # class 08, a connection lost mid-operation included
     pgerr.InsufficientResourcesError,  # class 53: disk full, out of memory, too many clients
     pgerr.OperatorInterventionError,  # class 57: shutdown, crash, cancelled by an admin

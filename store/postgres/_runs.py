@@ -49,7 +49,7 @@ _STOP_CHECK = (
     " AND ($4 <> 'completed' OR steer IS DISTINCT FROM 'interrupt')))"
     # An accepted response.steer wins over a stop of the process's own (a foreground
     # client gone, G12): its input is the server's to apply.
-    f" AND NOT ($4 = 'cancelled' AND {STEERED_BY_INPUT})"
+    f" AND NOT ($4 = 'cancelled' AND coalesce({STEERED_BY_INPUT}, false))"
 )
 
 _RECOVER = (

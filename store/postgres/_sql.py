@@ -89,10 +89,7 @@ def columns(rows: Any, *names: str) -> tuple[list[Any], ...]:
     return tuple([getattr(r, name) for r in rows] for name in names)
 
 
-# A stop of the driving process's own (`cancelled` with no cancel request, no rollback)
-# while a `response.steer` of the response waits: the steer wins (G12).
-STEERED_BY_INPUT = (
-    "(NOT cancel_requested AND steer IS DISTINCT FROM 'rollback'"
-    " AND EXISTS (SELECT 1 FROM steers AS w"
-    " WHERE w.target_id = responses.id AND w.state = 'queued'))"
-)
+# A stop of the driving process's own (`cancelled` with no cancel request) of a response
+# with an accepted `response.steer` (add_steer sets `steer` in its transaction): the
+# steer wins (G12). Columns of the row only, so the recheck after a lock wait sees them.
+STEERED_BY_INPUT = "(NOT cancel_requested AND steer = 'steer')"

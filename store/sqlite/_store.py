@@ -575,14 +575,11 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
         `response.steer` over a stop of this process's own (a foreground client gone,
         G12): its input is the server's to apply."""
         row = _fetchone(
-            tx.conn,
-            "SELECT cancel_requested, steer, EXISTS (SELECT 1 FROM steers"
-            " WHERE target_id = responses.id AND state = 'queued') FROM responses WHERE id = ?",
-            (response_id,),
+            tx.conn, "SELECT cancel_requested, steer FROM responses WHERE id = ?", (response_id,)
         )
         if row is None:
             return
-        if status == "cancelled" and not row[0] and row[1] != "rollback" and row[2]:
+        if status == "cancelled" and not row[0] and row[1] == "steer":
             raise StopRequested("steer")
         if row[0] and status != "cancelled":
             raise StopRequested("cancelled")

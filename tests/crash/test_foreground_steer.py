@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from tests.conftest import NewStore, StartServer
 from tests.integration._issue17_support import Socket, connect, response_id
@@ -44,6 +47,11 @@ def check_steered(url: str, db: Location, target: str, effects_dir: Path) -> Non
     final = wait_terminal(url, target)
     assert final["status"] == "incomplete", final
     assert final["incomplete_details"] == {"reason": "steered"}
+    # Each call with its output (G5): a foreground response has no log to rebuild its
+    # calls from when it is resumed, and it once ended with the output alone.
+    calls = [i["call_id"] for i in final["output"] if i["type"] == "function_call"]
+    answered = [i["call_id"] for i in final["output"] if i["type"] == "function_call_output"]
+    assert calls == answered and calls, final["output"]
     sql = "SELECT id FROM responses WHERE previous_response_id = ?"
     wait_until(lambda: query(db, sql, target), "the steer's successor")
     ((successor,),) = query(db, sql, target)
@@ -78,3 +86,46 @@ async def test_a_foreground_targets_crash_does_not_drop_its_steer(
 
     survivor = start_server(*AGENT, db=db, env=env)
     await asyncio.to_thread(check_steered, survivor.url, db, target, tmp_path)
+
+
+async def test_a_steered_turn_waiting_for_its_lane_keeps_its_place(
+    start_server: StartServer, new_store: NewStore
+) -> None:
+    """A foreground turn of a conversation waits behind a running one; a steer of it is
+    accepted. It still waits for its lane: it ends, and its input lands in the
+    conversation, after the turn ahead. Before, it ended at once, out of order (G10)."""
+    db = new_store("s")
+    server = start_server("--scan-interval", "0.2", db=db)
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        conversation = (await client.post("/v1/conversations", json={})).json()["id"]
+        ahead = {"conversation": conversation, "input": "first [[words 60]] [[delay 50]]"}
+        first = (await client.post("/v1/responses", json=turn(**ahead, background=True))).json()
+        body = turn(conversation=conversation, input="second", stream=True)
+        async with client.stream("POST", "/v1/responses", json=body) as stream:
+            sql = "SELECT id FROM responses WHERE conversation_id = ? AND id <> ?"
+            await asyncio.to_thread(
+                wait_until, lambda: query(db, sql, conversation, first["id"]), "the second turn"
+            )
+            ((second,),) = await asyncio.to_thread(query, db, sql, conversation, first["id"])
+            async with connect(server.url) as ws:
+                await ws.steer(second, "third")
+                await ws.until(lambda e: e["type"] == "response.steer.accepted", "acceptance")
+            await stream.aread()
+        ended = await asyncio.to_thread(wait_terminal, server.url, second)
+        assert ended["incomplete_details"] == {"reason": "steered"}
+        assert (await client.get(f"/v1/responses/{first['id']}")).json()["status"] == "completed"
+
+        def said() -> list[str]:
+            items = httpx.get(
+                f"{server.url}/v1/conversations/{conversation}/items",
+                params={"order": "asc", "limit": 100},
+            ).json()["data"]
+            users = [i for i in items if i.get("role") == "user"]
+            return [i["content"][0]["text"].split()[0] for i in users]
+
+        await asyncio.to_thread(wait_until, lambda: len(said()) == 3, "the steer's successor")
+        assert said() == ["first", "second", "third"]
+
+
+def turn(**fields: Any) -> dict[str, Any]:
+    return {"model": "m", **fields}

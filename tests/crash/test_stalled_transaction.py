@@ -20,8 +20,9 @@ import asyncpg
 import httpx
 import pytest
 
+from tests.integration._issue17_support import connect, response_id
 from tests.support.server import ServerProcess
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_terminal, wait_until
 
 ARGS = ("--lease-ttl", "2", "--scan-interval", "0.2")
 
@@ -59,6 +60,16 @@ class RowHolder:
     def release(self) -> None:
         self._release.set()
         self._thread.join(10)
+
+
+def lock_waiters(db: str, like: str) -> list[tuple[Any, ...]]:
+    """Our sessions waiting for a lock, in a statement whose text is LIKE `like`."""
+    return rows(
+        db,
+        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND application_name = 'durable-responses' AND query LIKE $1",
+        like,
+    )
 
 
 @pytest.fixture
@@ -120,3 +131,89 @@ def test_a_host_stalled_inside_a_turns_end_loses_it_to_another(
     a.thaw()
     (recovered,) = rows(db, "SELECT recoveries FROM responses WHERE id = $1", first["id"])[0]
     assert recovered == 1
+
+
+def test_a_write_held_up_by_a_blocked_event_loop_runs_again(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """The same timeout also ends a session whose own process is alive but whose event
+    loop a tool blocks (time.sleep) between two statements of a write. The write then
+    runs again on a new connection: nothing of it was committed. Before, a foreground
+    turn's end failed ("The server could not save this response.")."""
+    db = postgres_url
+    agent = ("--agent", "tests.agents.blocking_agent:agent")
+    server = ServerProcess(
+        db, args=(*ARGS, *agent), env={"SIDE_EFFECTS_DIR": str(tmp_path)}, log=tmp_path / "s.log"
+    ).start()
+    try:
+        url = server.url
+        conversation = httpx.post(f"{url}/v1/conversations", json={}, timeout=30).json()["id"]
+        holder = RowHolder(
+            db, "SELECT id FROM conversations WHERE id = $1 FOR UPDATE", conversation
+        )
+        replies: list[httpx.Response] = []
+        body = {"model": "m", "input": "[[words 5]]", "conversation": conversation}
+        foreground = threading.Thread(
+            target=lambda: replies.append(httpx.post(f"{url}/v1/responses", json=body, timeout=60))
+        )
+        foreground.start()
+        wait_until(lambda: lock_waiters(db, "%conversation%"), "the turn's end to wait")
+        blocking = {
+            "model": "m",
+            "background": True,
+            "input": '[[call charge_blocking {"amount": 1, "seconds": 8}]]',
+        }
+        charged = httpx.post(f"{url}/v1/responses", json=blocking, timeout=30).json()
+        wait_until(
+            lambda: rows(db, "SELECT 1 FROM journal WHERE response_id = $1", charged["id"]),
+            "the blocking tool to start",
+        )
+        holder.release()  # the end's next statement now waits for the blocked loop
+        foreground.join(60)
+
+        assert replies and replies[0].json()["status"] == "completed", replies[0].text
+        assert rows(db, "SELECT recoveries FROM responses WHERE id = $1", charged["id"]) == [(0,)]
+    finally:
+        server.kill()
+
+
+async def test_a_steer_committed_while_a_cancelled_end_waits_still_wins(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """A foreground target's client goes away (its end: `cancelled`) just as another
+    socket's steer of it commits. PostgreSQL rechecks the end's condition on the row the
+    steer changed: the end is `incomplete` / `steered` and the steer is applied. Before,
+    the check read the steers table, which the recheck does not see again: accepted,
+    then failed."""
+    db = postgres_url
+    server = ServerProcess(db, args=ARGS, log=tmp_path / "s.log").start()
+    try:
+        async with connect(server.url) as steering:
+            async with connect(server.url) as driving:
+                await driving.create(input="[[words 400]] [[delay 50]]")
+                await driving.until(lambda e: e["type"] == "response.output_text.delta", "text")
+                target = response_id(driving.events)
+                holder = await asyncio.to_thread(
+                    RowHolder, db, "SELECT id FROM responses WHERE id = $1 FOR UPDATE", target
+                )
+                await steering.steer(target, "second")
+                await asyncio.to_thread(
+                    wait_until, lambda: lock_waiters(db, "%FOR UPDATE%"), "the steer to wait"
+                )
+            # The driving socket is gone: its response stops at once and writes its end.
+            await asyncio.to_thread(
+                wait_until,
+                lambda: lock_waiters(db, "%UPDATE responses SET status%"),
+                "the end to wait",
+            )
+            await asyncio.to_thread(holder.release)
+            await steering.until(lambda e: e["type"] == "response.steer.accepted", "acceptance")
+            final = await asyncio.to_thread(wait_terminal, server.url, target)
+        assert final["status"] == "incomplete", final["status"]
+        assert final["incomplete_details"] == {"reason": "steered"}
+        successor = await asyncio.to_thread(
+            rows, db, "SELECT status FROM responses WHERE previous_response_id = $1", target
+        )
+        assert len(successor) == 1
+    finally:
+        server.kill()
