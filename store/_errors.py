@@ -66,7 +66,8 @@ class Conflict(StoreError):
 
 class StopRequested(StoreError):
     """A cancel (G9) or a steer was recorded before the turn's end: it wins. `kind` is
-    `cancelled`, `rollback` or `interrupt`."""
+    `cancelled`, `rollback`, `interrupt`, or `steer` (a `response.steer` over a stop of the
+    driver's own)."""
 
     def __init__(self, kind: str) -> None:
         super().__init__(f"a {kind} request was recorded first")

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from store import Admission, NewSteer, StaleSteers, SteerNotAdded
+from store import Admission, NewSteer, StaleSteers, SteerNotAdded, StopRequested
 from tests.store.test_contract import Store, claimed, end, status
 from tests.store.test_sqlite import new_response
 
@@ -142,10 +142,26 @@ async def test_settling_is_all_or_nothing_and_only_once(store: Store) -> None:
 async def test_a_deleted_target_takes_its_steers_with_it(store: Store) -> None:
     fence = await claimed(store, "resp_t")
     await store.add_steer(steer("steer_1"), max_waiting=4)
-    await end(store, "resp_t", fence, "cancelled")
+    await end(store, "resp_t", fence, "incomplete")
 
     assert await store.delete_response("resp_t", "")
     assert await store.steers_of("resp_t") == []
+
+
+async def test_an_accepted_steer_wins_over_a_stop_of_the_drivers_own(store: Store) -> None:
+    """A `cancelled` end that no cancel request asked for (a foreground client gone) is
+    refused while a steer waits: the steer's input is the server's to apply (G12). A
+    recorded cancel still wins over the steer."""
+    fence = await claimed(store, "resp_t")
+    await store.add_steer(steer("steer_1"), max_waiting=4)
+
+    with pytest.raises(StopRequested) as refused:
+        await end(store, "resp_t", fence, "cancelled")
+    assert refused.value.kind == "steer"
+    assert await status(store, "resp_t") == "in_progress"
+    assert await store.request_cancel("resp_t")
+    await end(store, "resp_t", fence, "cancelled")
+    assert await status(store, "resp_t") == "cancelled"
 
 
 async def test_a_continuation_must_take_every_pending_steer(store: Store) -> None:
