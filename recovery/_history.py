@@ -205,8 +205,7 @@ async def load_history(
         return drop_orphaned_outputs(items)[0]
     if conversation_id:
         check_held_ids(items, turn_input)
-    check_new_calls(items, turn_input)
-    items, dropped = drop_orphaned_outputs([*items, *turn_input])
+    items, dropped = drop_orphaned_outputs(items)
     if dropped:
         log.warning(
             "dropped the outputs of function calls %s from this turn's history: their calls"
@@ -214,6 +213,12 @@ async def load_history(
             ", ".join(f"'{call_id}'" for call_id in dropped),
             source,
         )
+    # The turn's own items are not repaired but checked as its create checked them, now
+    # against what its lane holds: an output whose call never reached the history (the
+    # turn it answered ended cancelled or failed) or that another turn answered first
+    # would be stored in a conversation without its call, or twice (G5).
+    check_tool_pairing(items, turn_input, allow_pending=True)
+    items = [*items, *turn_input]
     check_answered(items)
     return items
 

@@ -153,7 +153,9 @@ class Runs:
     def _steered(self, record: ResponseRecord) -> bool:
         """Whether a `response.steer` of this response was accepted, within the recovery
         budget (a foreground turn that keeps crashing is failed all the same)."""
-        return record.steer == "steer" and record.recoveries <= self._settings.max_recoveries
+        # An interrupt after the steer overwrites `steer`; it ends the turn steered too.
+        steered = record.steer in ("steer", "interrupt")
+        return steered and record.recoveries <= self._settings.max_recoveries
 
     async def _recover(self, response_id: str) -> None:
         if self.draining:

@@ -341,8 +341,9 @@ class LaneStore(PostgresBase):
         """The turn of `lane` that runs now, if any (a lane runs one at a time, G10)."""
         row = await self._db.fetchrow(
             "read running turn",
+            # The lane's head: foreground turns waiting behind it are in progress too.
             f"SELECT {RESPONSE_COLUMNS} FROM responses WHERE lane = $1"
-            " AND status = 'in_progress' LIMIT 1",
+            " AND status = 'in_progress' ORDER BY ord LIMIT 1",
             lane,
         )
         return response(row) if row is not None else None

@@ -90,6 +90,7 @@ def columns(rows: Any, *names: str) -> tuple[list[Any], ...]:
 
 
 # A stop of the driving process's own (`cancelled` with no cancel request) of a response
-# with an accepted `response.steer` (add_steer sets `steer` in its transaction): the
-# steer wins (G12). Columns of the row only, so the recheck after a lock wait sees them.
-STEERED_BY_INPUT = "(NOT cancel_requested AND steer = 'steer')"
+# with an accepted `response.steer` (add_steer sets `steer` in its transaction; a later
+# interrupt overwrites it): it ends steered (G12). Columns of the row only, so the
+# recheck after a lock wait sees them.
+STEERED_BY_INPUT = "(NOT cancel_requested AND steer IN ('steer', 'interrupt'))"

@@ -369,8 +369,9 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
     async def running_turn(self, lane: str) -> ResponseRecord | None:
         """The turn of `lane` that runs now, if any (a lane runs one at a time, G10)."""
         row = await self._readers.fetchone(
+            # The lane's head: foreground turns waiting behind it are in progress too.
             f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE lane = ?"
-            " AND status = 'in_progress' LIMIT 1",
+            " AND status = 'in_progress' ORDER BY rowid LIMIT 1",
             (lane,),
         )
         return _response(row) if row is not None else None
@@ -579,8 +580,8 @@ class SQLiteStore(ConversationStore, ItemStore, JournalStore, SteerStore):
         )
         if row is None:
             return
-        if status == "cancelled" and not row[0] and row[1] == "steer":
-            raise StopRequested("steer")
+        if status == "cancelled" and not row[0] and row[1] in ("steer", "interrupt"):
+            raise StopRequested("steer")  # an interrupt after a steer overwrites `steer`
         if row[0] and status != "cancelled":
             raise StopRequested("cancelled")
         if row[1] == "rollback" and status != "cancelled":

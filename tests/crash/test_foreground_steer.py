@@ -129,3 +129,43 @@ async def test_a_steered_turn_waiting_for_its_lane_keeps_its_place(
 
 def turn(**fields: Any) -> dict[str, Any]:
     return {"model": "m", **fields}
+
+
+def interrupt(url: str, target: str) -> None:
+    """A create that interrupts `target` (it overwrites the row's record of the steer)."""
+    body = {
+        "model": "m",
+        "previous_response_id": target,
+        "input": "third",
+        "multitask_strategy": "interrupt",
+        "background": True,
+    }
+    assert httpx.post(f"{url}/v1/responses", json=body, timeout=30).status_code == 200
+
+
+def steer_applied(url: str, db: Location, target: str) -> None:
+    wait_terminal(url, target)
+    sql = "SELECT state FROM steers WHERE target_id = ?"
+    wait_until(lambda: query(db, sql, target) not in ([], [("queued",)]), "the steer settled")
+    assert query(db, sql, target) == [("applied",)]
+
+
+async def test_an_interrupt_after_the_steer_does_not_drop_it(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
+) -> None:
+    """Client gone, then server dead, each after a steer and then an interrupting create:
+    the steer is still applied. Before, the interrupt hid it from both checks."""
+    db = new_store("s")
+    env = {"SIDE_EFFECTS_DIR": str(tmp_path)}
+    server = start_server(*AGENT, db=db, env=env)
+    async with connect(server.url) as ws:
+        target = await steer_while_the_tool_runs(ws, db)
+        await asyncio.to_thread(interrupt, server.url, target)
+    await asyncio.to_thread(steer_applied, server.url, db, target)
+
+    dying = start_server(*AGENT, db=db, env={**env, "DURABLE_RESPONSES_FAILPOINT": "tool_recorded"})
+    async with connect(dying.url) as ws:
+        target = await steer_while_the_tool_runs(ws, db)
+        await asyncio.to_thread(interrupt, dying.url, target)
+        assert dying.proc is not None and await asyncio.to_thread(dying.proc.wait, 20) == 86
+    await asyncio.to_thread(steer_applied, server.url, db, target)

@@ -365,3 +365,67 @@ def test_the_request_max_tool_calls_lowers_the_budget(
 
     assert response.status == "incomplete"
     assert len(effects(effects_dir, "lookup")) == 1
+
+
+ASK_USER: Any = {
+    "type": "function",
+    "name": "ask_user",
+    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+}
+
+
+def answer_early(sdk: openai.OpenAI) -> tuple[str, str, str]:
+    """(conversation, running response, call id): a call published while a tool runs."""
+    conversation = sdk.conversations.create().id
+    stream = sdk.responses.create(
+        model="m",
+        input='go [[call wait_a_bit {"seconds": 3}]] [[call ask_user {"q": "ok?"}]]',
+        conversation=conversation,
+        tools=[ASK_USER],
+        background=True,
+        stream=True,
+    )
+    first_id, call_id = published_call(stream)
+    return conversation, first_id, call_id
+
+
+def answer(sdk: openai.OpenAI, conversation: str, call_id: str) -> str:
+    return sdk.responses.create(
+        model="m",
+        conversation=conversation,
+        input=[{"type": "function_call_output", "call_id": call_id, "output": "yes"}],
+        tools=[ASK_USER],
+        background=True,
+    ).id
+
+
+def held(sdk: openai.OpenAI, conversation: str, call_id: str) -> list[str]:
+    items = sdk.conversations.items.list(conversation, order="asc", limit=100).data
+    return [i.type for i in items if getattr(i, "call_id", None) == call_id]
+
+
+def test_an_early_answer_to_a_turn_that_ends_cancelled_fails_at_its_start(
+    sdk: openai.OpenAI,
+) -> None:
+    """The answered turn is cancelled, so the call never reaches the conversation: the
+    answer's turn fails tool_call_not_found when it starts, and stores nothing. Before,
+    the conversation kept the output without its call."""
+    conversation, first_id, call_id = answer_early(sdk)
+    second = answer(sdk, conversation, call_id)
+    sdk.responses.cancel(first_id)
+
+    ended = wait_terminal(sdk, second)
+    assert ended.status == "failed" and ended.error is not None
+    assert ended.error.code == "tool_call_not_found"
+    assert held(sdk, conversation, call_id) == []
+
+
+def test_a_second_early_answer_to_one_call_fails_at_its_start(sdk: openai.OpenAI) -> None:
+    conversation, _, call_id = answer_early(sdk)
+    second, third = answer(sdk, conversation, call_id), answer(sdk, conversation, call_id)
+
+    assert wait_terminal(sdk, second).status == "completed"
+    ended = wait_terminal(sdk, third)
+    assert ended.status == "failed" and ended.error is not None
+    assert ended.error.code == "duplicate_tool_output"
+    assert held(sdk, conversation, call_id) == ["function_call", "function_call_output"]
