@@ -20,22 +20,12 @@ import asyncpg
 import httpx
 import pytest
 
+from tests.crash.test_issue15_three_hosts import rows
 from tests.integration._issue17_support import connect, response_id
 from tests.support.server import ServerProcess
 from tests.support.waiting import wait_terminal, wait_until
 
 ARGS = ("--lease-ttl", "2", "--scan-interval", "0.2")
-
-
-def rows(db: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    async def fetch() -> list[tuple[Any, ...]]:
-        conn = await asyncpg.connect(db, timeout=10)
-        try:
-            return [tuple(row) for row in await conn.fetch(sql, *params)]
-        finally:
-            await conn.close()
-
-    return asyncio.run(fetch())
 
 
 class RowHolder:

@@ -102,6 +102,26 @@ def start_turn(rig: Rig, conversation: str, *items: Any, background: bool = True
     return response_id
 
 
+def continue_chain(rig: Rig, response_id: str) -> list[Any]:
+    """Continue `response_id` by a chain (it must complete); the messages it sent."""
+    rig.fake.push(text("fine"))
+    answer = rig.http.post(
+        "/v1/responses",
+        json={
+            "model": MODEL,
+            "previous_response_id": response_id,
+            "tools": [WEATHER],
+            "input": "thanks",
+            "background": True,
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    ended = wait_terminal(rig.http, answer.json()["id"], deadline=15)
+    assert ended["status"] == "completed", ended.get("error")
+    sent: list[Any] = rig.fake.requests[-1]["messages"]
+    return sent
+
+
 # -- an item two turns of a conversation carry --------------------------------------------
 
 
@@ -179,22 +199,7 @@ def test_a_chain_from_a_foreground_turn_that_skipped_an_item_holds_it_once(rig: 
     assert first["status"] == "completed", first
     assert item_ids(rig, conversation).count("fc_dup") == 1
 
-    rig.fake.push(text("fine"))
-    answer = rig.http.post(
-        "/v1/responses",
-        json={
-            "model": MODEL,
-            "previous_response_id": first["id"],
-            "tools": [WEATHER],
-            "input": "thanks",
-            "background": True,
-        },
-    )
-    assert answer.status_code == 200, answer.text
-    ended = wait_terminal(rig.http, answer.json()["id"], deadline=15)
-
-    assert ended["status"] == "completed", ended.get("error")
-    sent = rig.fake.requests[-1]["messages"]
+    sent = continue_chain(rig, first["id"])
     calls = [c["id"] for m in sent for c in m.get("tool_calls") or []]
     assert calls == ["call_1"], sent
 
@@ -225,22 +230,7 @@ def test_a_chain_from_a_foreground_turn_reads_the_conversation_as_the_turn_did(
     first = result["r"].json()
     assert first["status"] == "completed", first
 
-    rig.fake.push(text("fine"))
-    answer = rig.http.post(
-        "/v1/responses",
-        json={
-            "model": MODEL,
-            "previous_response_id": first["id"],
-            "tools": [WEATHER],
-            "input": "thanks",
-            "background": True,
-        },
-    )
-    assert answer.status_code == 200, answer.text
-    ended = wait_terminal(rig.http, answer.json()["id"], deadline=15)
-
-    assert ended["status"] == "completed", ended.get("error")
-    sent = rig.fake.requests[-1]["messages"]
+    sent = continue_chain(rig, first["id"])
     assert [m["content"] for m in sent if m["role"] == "user"] == ["hi", "and now?", "thanks"]
     assert not [c for m in sent for c in m.get("tool_calls") or []], sent
 

@@ -249,30 +249,10 @@ def test_a_conversations_client_call_can_be_answered_as_soon_as_it_is_published(
 ) -> None:
     """As above, in a conversation: the answer queues behind the running turn, whose
     published calls count as its history. Before, it was refused tool_call_not_found."""
-    client_tool: Any = {
-        "type": "function",
-        "name": "ask_user",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
-    }
-    conversation = sdk.conversations.create().id
-    stream = sdk.responses.create(
-        model="m",
-        input='go [[call wait_a_bit {"seconds": 2}]] [[call ask_user {"q": "ok?"}]]',
-        conversation=conversation,
-        tools=[client_tool],
-        background=True,
-        stream=True,
-    )
-    first_id, call_id = published_call(stream)
+    conversation, first_id, call_id = answer_early(sdk)
     assert sdk.responses.retrieve(first_id).status == "in_progress", "the server tool still runs"
 
-    second = sdk.responses.create(
-        model="m",
-        conversation=conversation,
-        input=[{"type": "function_call_output", "call_id": call_id, "output": "yes"}],
-        tools=[client_tool],
-        background=True,
-    )
+    second = sdk.responses.retrieve(answer(sdk, conversation, call_id))
 
     assert second.status == "queued"
     final = wait_terminal(sdk, second.id)
