@@ -35,8 +35,9 @@ SETTINGS = {
     "jit": "off",
     # A write of several statements holds its locks between them. A host stopped there
     # (SIGSTOP, a paused VM) keeps its connection open: PostgreSQL ends such a session
-    # after this, rolling back, so another host can take its turns over (G8). Ours never
-    # wait inside a transaction for anything but the next statement.
+    # after this, rolling back, so another host can take its turns over (G8). Ours wait
+    # inside a transaction only for the next statement; one held up longer by a blocked
+    # event loop runs again (_database.py, LostInTransaction).
     "idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS),
     # A host cut off by the network is noticed in about 20 s, not the kernel's 2 hours.
     "tcp_keepalives_idle": "10",
