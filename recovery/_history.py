@@ -216,11 +216,10 @@ async def load_history(
     # The turn's own items are not repaired but checked as its create checked them, now
     # against what its lane holds: an output whose call never reached the history (the
     # turn it answered ended cancelled or failed) or that another turn answered first
-    # would be stored in a conversation without its call, or twice (G5).
-    check_tool_pairing(items, turn_input, allow_pending=True)
-    items = [*items, *turn_input]
-    check_answered(items)
-    return items
+    # would be stored in a conversation without its call, or twice (G5). And no call
+    # may be left unanswered: the turn before may have ended waiting for a client tool.
+    check_tool_pairing(items, turn_input)
+    return [*items, *turn_input]
 
 
 def check_held_ids(history: list[Item], turn_input: list[Item]) -> None:

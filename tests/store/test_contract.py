@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -52,9 +53,21 @@ async def status(store: Store, response_id: str) -> str | None:
     return None if record is None else record.status
 
 
-async def end(store: Store, response_id: str, fence: Fence, state: str = "completed") -> None:
+async def end(
+    store: Store,
+    response_id: str,
+    fence: Fence,
+    state: str = "completed",
+    conversation_items: Sequence[ItemRow] = (),
+) -> None:
     await store.save_snapshot(
-        response_id, fence, snapshot="{}", last_seq=-1, status=state, terminal=True
+        response_id,
+        fence,
+        snapshot="{}",
+        last_seq=-1,
+        status=state,
+        terminal=True,
+        conversation_items=conversation_items,
     )
 
 

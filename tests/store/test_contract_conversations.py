@@ -109,15 +109,7 @@ async def test_a_turn_sees_its_conversation_as_it_was_when_claimed(store: Store)
     history = await store.conversation_history("conv_1", turn.conversation_upto)
     assert [json.loads(t)["id"] for t in history] == ["b"]
 
-    await store.save_snapshot(
-        "resp_q",
-        Fence("me", turn.epoch),
-        snapshot="{}",
-        last_seq=-1,
-        status="completed",
-        terminal=True,
-        conversation_items=[message("out")],
-    )
+    await end(store, "resp_q", Fence("me", turn.epoch), conversation_items=[message("out")])
     history = await store.conversation_history("conv_1", None)
     assert [json.loads(t)["id"] for t in history] == ["b", "c", "out"]
 
@@ -129,15 +121,7 @@ async def test_a_foreground_turn_records_where_its_history_ends(store: Store) ->
     )
     await store.create_response(new, [], [])
 
-    await store.save_snapshot(
-        "resp_f",
-        Fence("me", 1),
-        snapshot="{}",
-        last_seq=-1,
-        status="completed",
-        terminal=True,
-        conversation_items=[message("out")],
-    )
+    await end(store, "resp_f", Fence("me", 1), conversation_items=[message("out")])
 
     record = await store.get_response("resp_f", "")
     assert record.conversation_upto == 1
@@ -155,15 +139,8 @@ async def test_a_foreground_turn_fixes_its_history_end_when_it_reads_it(store: S
     assert await store.fix_conversation_upto("resp_f", Fence("me", 1)) == 1
     await store.add_conversation_items("conv_1", "", [message("b")])
     assert await store.fix_conversation_upto("resp_f", Fence("me", 1)) == 1  # fixed once
-    await store.save_snapshot(
-        "resp_f",
-        Fence("me", 1),
-        snapshot="{}",
-        last_seq=-1,
-        status="completed",
-        terminal=True,
-        conversation_items=[message("a"), message("out")],  # "a" is skipped: held already
-    )
+    # "a" is skipped: held already
+    await end(store, "resp_f", Fence("me", 1), conversation_items=[message("a"), message("out")])
     record = await store.get_response("resp_f", "")
     assert record is not None and record.conversation_upto == 1
     history = await store.conversation_history("conv_1", None)
