@@ -142,6 +142,32 @@ class Admissions:
                 self._runs.steer(lane, admission.steer)
         return record, created
 
+    async def check(
+        self, params: dict[str, Any], *, tenant: str
+    ) -> tuple[Agent | Workflow, list[dict[str, Any]], list[dict[str, Any]]]:
+        """Refuse what a create with `params` (validated, input normalized) would refuse,
+        with the same errors, storing nothing; return its agent, the history it would
+        continue and its input with references resolved. A busy lane's running turn may
+        still answer its calls, as for a create queued behind it (`multitask_strategy`
+        at its default, which a count cannot name)."""
+        agent = self._roster.choose(params.get("model"))
+        _, busy = await self._lane(params, tenant)
+        given = await resolve_references(self._store, params["input"], tenant=tenant)
+        history = await check_input(
+            self._store,
+            given,
+            tenant=tenant,
+            previous_response_id=params.get("previous_response_id"),
+            conversation_id=params.get("conversation"),
+            allow_pending=busy,
+            after_running=busy and self._settings.multitask_strategy != "rollback",
+        )
+        checked = {**params, "input": given}
+        self._check_compaction_items(agent, history, checked)
+        _check_declared_tools(agent, checked)
+        check_tool_choice(agent, checked)
+        return agent, history, given
+
     def _check_compaction_items(
         self, agent: Agent | Workflow, history: list[dict[str, Any]], params: dict[str, Any]
     ) -> None:

@@ -221,6 +221,13 @@ class Runtime:
             params, tenant=tenant, idempotency_key=idempotency_key, request_hash=request_hash
         )
 
+    async def check_create(
+        self, params: dict[str, Any], *, tenant: str
+    ) -> tuple[Agent | Workflow, list[dict[str, Any]], list[dict[str, Any]]]:
+        """Refuse what `create(params)` would refuse, storing nothing; return the turn's
+        agent, the history it would continue, and its input with references resolved."""
+        return await self._admissions.check(params, tenant=tenant)
+
     # -- compaction on request (_compacting.py) ------------------------------------------
 
     async def compact(self, params: dict[str, Any], *, tenant: str) -> dict[str, Any]:

@@ -23,7 +23,6 @@ from recovery import (
     Agent,
     ModelRequest,
     Workflow,
-    check_tool_choice,
     count_tokens,
     model_view,
     normalize_input,
@@ -68,24 +67,20 @@ async def count_input_tokens(request: Request) -> Response:
             param="model",
             code="missing_required_parameter",
         )
-    agent = roster.choose(model)
     # The create's own rules, on the same parameters: what it would refuse is refused here.
     asked = {name: value for name, value in body.items() if name != "personality"}
     params = validate_create(
         {**asked, "model": model or ""},
         max_input_items=ctx.settings.max_input_items,
         max_tools=ctx.settings.max_tools,
+        max_attachment_bytes=ctx.settings.max_attachment_bytes,
     )
-    check_tool_choice(agent, params)
-    history = await ctx.inspector.history(
-        tenant(request),
-        previous_response_id=params.get("previous_response_id"),
-        conversation_id=params.get("conversation"),
-    )
+    params["input"] = normalize_input(params["input"])
+    agent, history, given = await ctx.runtime.check_create(params, tenant=tenant(request))
     counted = ModelRequest(
         model=model or "",
         instructions=params.get("instructions") or _instructions(agent),
-        input=model_view(history + normalize_input(params["input"])),
+        input=model_view(history + given),
         tools=_tools(agent) + params["tools"],
     )
     tokens = await count_tokens(

@@ -63,6 +63,19 @@ def test_a_count_includes_the_history_of_a_previous_response_or_a_conversation(
     assert in_conversation.input_tokens == 6
 
 
+def test_a_reference_is_counted_as_the_item_it_names(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    first = client.responses.create(model="embedded", input="one two three four five")
+    named = client.responses.input_items.list(first.id).data[0].id
+    reference: Any = [{"type": "item_reference", "id": named}]
+
+    counted = client.responses.input_tokens.count(model="embedded", input=reference)
+    created = client.responses.create(model="embedded", input=reference)
+    assert created.usage is not None
+    assert counted.input_tokens == created.usage.input_tokens == 5
+
+
 def test_the_named_agents_model_counts(start_server: StartServer) -> None:
     server = start_server("--agent", f"alpha={AGENTS}:alpha")
 
@@ -106,6 +119,15 @@ BAD: list[Any] = [
     pytest.param({"conversation": "conv_x", "previous_response_id": "resp_x"}, id="both"),
     pytest.param({}, id="no-input"),
     pytest.param({"input": "hi", "previous_response_id": "resp_nope"}, id="unknown-previous"),
+    pytest.param({"input": [{"type": "item_reference", "id": "msg_nope"}]}, id="unknown-reference"),
+    pytest.param(
+        {"input": [{"type": "function_call_output", "call_id": "zz", "output": "x"}]},
+        id="output-without-call",
+    ),
+    pytest.param({"input": ITEMS[:2]}, id="call-without-output"),
+    pytest.param(
+        {"input": [{"type": "compaction", "encrypted_content": "gAAA"}]}, id="foreign-compaction"
+    ),
 ]
 
 
@@ -121,7 +143,10 @@ def test_bad_input_gets_the_400_a_create_gets(
         assert counted.json()["error"]["param"] == "temperature"
         return
     assert created.status_code == 400
-    assert counted.json()["error"] == created.json()["error"]
+    if "compaction" in str(body):  # its message names the id given the item
+        assert counted.json()["error"]["code"] == created.json()["error"]["code"]
+    else:
+        assert counted.json()["error"] == created.json()["error"]
     with make_client(server.url) as sdk, pytest.raises(openai.BadRequestError):
         sdk.responses.input_tokens.count(model="embedded", **body)
 
