@@ -93,7 +93,7 @@ def check_compaction_items(
     `input[i].encrypted_content` for the request's own items and `history_param` for an
     item of the history it continues; and one between a call and its output (the model
     would be sent the output without its call, G5)."""
-    _check_no_split_call([*history, *new_input])
+    check_no_split_call([*history, *new_input])
     if reads_foreign:
         return
     for index, item in enumerate([*history, *new_input]):
@@ -110,7 +110,9 @@ def check_compaction_items(
         )
 
 
-def _check_no_split_call(items: list[Item]) -> None:
+def check_no_split_call(items: list[Item], *, param: str = "input") -> None:
+    """Refuse (InvalidRequest, `param`) a compaction item between a call and its output:
+    the model would be sent the output without its call (G5)."""
     last = _latest(items)
     if last is None:
         return
@@ -121,7 +123,7 @@ def _check_no_split_call(items: list[Item]) -> None:
                 f"Compaction item '{items[last]['id']}' comes between function call"
                 f" '{item['call_id']}' and its output: a compaction stands for the calls"
                 " before it, so their outputs must come before it too.",
-                param="input",
+                param=param,
                 code="invalid_value",
             )
 

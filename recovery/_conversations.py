@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from store import Conflict, ConversationRecord, ItemRow
 
-from ._errors import InvalidRequest, NotFound
+from ._compaction import check_no_split_call
+from ._errors import InvalidRequest, LaneLocked, NotFound
 from ._history import check_tool_pairing, drop_orphaned_outputs, loads_all
 from ._ids import new_id
 from ._items import normalize_item
@@ -72,11 +73,16 @@ class Conversations:
     ) -> list[ItemRow]:
         """Append `items`; the rows appended. NotFound without such a conversation;
         InvalidRequest, naming the call, if an output answers no call of the conversation
-        or one already answered (checked in the append's transaction, see above)."""
+        or one already answered, by its items or by the input of a turn that has not
+        ended (it joins the conversation when it ends, after these items), or if a
+        compaction item would come between a call and its output (checked in the
+        append's transaction, see above)."""
 
-        def check(stored: list[str]) -> None:
+        def check(stored: list[str], waiting: list[str]) -> None:
             history, _ = drop_orphaned_outputs(loads_all(stored))
-            check_tool_pairing(history, items, allow_pending=True, param="items")
+            ahead = loads_all(waiting)
+            check_tool_pairing([*history, *ahead], items, allow_pending=True, param="items")
+            check_no_split_call([*history, *items, *ahead], param="items")
 
         items = await resolve_references(self._store, items, tenant=tenant, param="items")
         rows = _rows(items)
@@ -118,8 +124,22 @@ class Conversations:
         return row
 
     async def delete_item(self, conversation: ConversationRecord, item_id: str) -> None:
-        """Delete an item, and the other half of its tool call pair if it has one."""
-        if not await self._store.delete_conversation_item(conversation.id, item_id):
+        """Delete an item, and the other half of its tool call pair if it has one.
+        LaneLocked for a call whose output is the input of a turn that has not ended: that
+        output would join the conversation without its call when the turn ends (G5)."""
+
+        def check(doomed: list[str], waiting: list[str]) -> None:
+            calls = {i["call_id"] for i in loads_all(doomed) if i.get("type") == "function_call"}
+            for item in loads_all(waiting):
+                if item.get("type") == "function_call_output" and item["call_id"] in calls:
+                    raise LaneLocked(
+                        f"Function call '{item['call_id']}' is answered by the input of a"
+                        " turn of this conversation that has not ended yet; delete it once"
+                        " that turn has ended.",
+                        param="item_id",
+                    )
+
+        if not await self._store.delete_conversation_item(conversation.id, item_id, check=check):
             raise _item_not_found(item_id)
 
 

@@ -71,9 +71,12 @@ class Unavailable(RecoveryError):
 
 
 class LaneLocked(RecoveryError):
-    def __init__(self, message: str) -> None:
+    """A turn of the lane that has not ended stands in the way (HTTP 409)."""
+
+    def __init__(self, message: str, *, param: str = "multitask_strategy") -> None:
         super().__init__(message)
         self.message = message
+        self.param = param
 
 
 class QueueFull(RecoveryError):

@@ -41,20 +41,26 @@ def _allowed_tool(tool: Any) -> Any:
 
 def chat_messages(instructions: str | None, items: list[Item]) -> list[dict[str, Any]]:
     """Responses input items as chat messages; consecutive function calls become one
-    assistant message with several `tool_calls`."""
+    assistant message with several `tool_calls`. Chat Completions wants a call's `tool`
+    message right after the assistant message that made it, while a Responses history
+    may hold a message between a call and its output (a client said more before it
+    answered): such messages are sent once the calls before them are answered."""
     messages: list[dict[str, Any]] = []
     if instructions:
         messages.append({"role": "system", "content": instructions})
+    waiting: set[str] = set()  # calls sent whose `tool` message has not been sent yet
+    held: list[dict[str, Any]] = []  # messages that came while calls were waiting
     for item in items:
         kind = item.get("type", "message")
         if kind == "message":
-            messages.append(_message(item))
+            (held if waiting else messages).append(_message(item))
         elif kind == "function_call":
             call = {
                 "id": item["call_id"],
                 "type": "function",
                 "function": {"name": item["name"], "arguments": item["arguments"]},
             }
+            waiting.add(item["call_id"])
             last = messages[-1] if messages else None
             if last and last["role"] == "assistant" and "tool_calls" in last:
                 last["tool_calls"].append(call)
@@ -69,7 +75,11 @@ def chat_messages(instructions: str | None, items: list[Item]) -> list[dict[str,
                     "content": output if isinstance(output, str) else _content(output),
                 }
             )
-    return messages
+            waiting.discard(item["call_id"])
+            if not waiting:
+                messages += held
+                held.clear()
+    return messages + held
 
 
 def _message(item: Item) -> dict[str, Any]:

@@ -108,9 +108,7 @@ async def handle_model_error(request: Request, exc: Exception) -> Response:
 
 async def handle_lane_locked(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, LaneLocked)
-    return error_response(
-        APIError(409, exc.message, param="multitask_strategy", code="conversation_locked")
-    )
+    return error_response(APIError(409, exc.message, param=exc.param, code="conversation_locked"))
 
 
 async def handle_queue_full(request: Request, exc: Exception) -> Response:

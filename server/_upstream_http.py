@@ -108,12 +108,28 @@ class HTTPUpstream(abc.ABC):
 def drop_oldest_turns(entries: list[dict[str, Any]], turns: int) -> list[dict[str, Any]] | None:
     """Chat messages or Responses input items without their `turns` oldest turns
     (`truncation: "auto"`): a turn is a user message and all that follows it up to the
-    next one, so a call and its output go together. The leading system (or developer)
-    messages and the last turn are always kept; None if there is no earlier turn to drop."""
+    next one. A user message sent while a call waited for its output (a client may answer
+    a call after saying more) starts no turn: cut there, the output would lose its call.
+    The leading system (or developer) messages and the last turn are always kept; None if
+    there is no earlier turn to drop."""
     lead = 0
     while lead < len(entries) and entries[lead].get("role") in ("system", "developer"):
         lead += 1
-    starts = [i for i in range(lead, len(entries)) if entries[i].get("role") == "user"]
+    starts: list[int] = []
+    waiting: set[Any] = set()  # the calls made so far that no output has answered yet
+    for index in range(lead, len(entries)):
+        entry = entries[index]
+        if entry.get("role") == "user" and entry.get("type", "message") == "message":
+            if not waiting:
+                starts.append(index)
+        elif entry.get("type") == "function_call":
+            waiting.add(entry.get("call_id"))
+        elif entry.get("type") == "function_call_output":
+            waiting.discard(entry.get("call_id"))
+        elif entry.get("role") == "assistant":
+            waiting.update(call.get("id") for call in entry.get("tool_calls") or ())
+        elif entry.get("role") == "tool":
+            waiting.discard(entry.get("tool_call_id"))
     if len(starts) < 2:
         return None
     return entries[:lead] + entries[starts[min(turns, len(starts) - 1)] :]

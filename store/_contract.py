@@ -177,13 +177,19 @@ class Store(Protocol):
         tenant: str,
         items: Sequence[ItemRow],
         *,
-        check: Callable[[list[str]], None] | None = None,
+        check: Callable[[list[str], list[str]], None] | None = None,
     ) -> bool: ...
     async def list_conversation_items(
         self, conversation_id: str, *, after: str | None, order: Order, limit: int
     ) -> tuple[list[ItemRow], bool] | None: ...
     async def get_conversation_item(self, conversation_id: str, item_id: str) -> ItemRow | None: ...
-    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool: ...
+    async def delete_conversation_item(
+        self,
+        conversation_id: str,
+        item_id: str,
+        *,
+        check: Callable[[list[str], list[str]], None] | None = None,
+    ) -> bool: ...
     async def conversation_history(self, conversation_id: str, upto: int | None) -> list[str]: ...
 
     # -- health and notifications -------------------------------------------------------

@@ -15,6 +15,13 @@ _TOOL_TYPES = ("function_call", "function_call_output")
 # A cheap filter in SQL; the JSON is read here, in Python, because PostgreSQL's json
 # functions refuse a NUL character (\u0000) that a user's item may hold anywhere.
 _MAYBE_TOOL_ITEM = "strpos(item, '\"function_call') > 0"
+# The tool items of the inputs of a conversation's turns that have not ended: each is
+# added to the conversation when its turn ends, after what the client adds meanwhile.
+_WAITING_TOOL_ITEMS = (
+    "SELECT i.item FROM responses AS r JOIN response_items AS i ON i.response_id = r.id"
+    " WHERE r.lane = $1 AND r.conversation_id = $1 AND r.status IN ('queued', 'in_progress')"
+    " AND strpos(i.item, '\"function_call') > 0 ORDER BY r.ord, i.position"
+)
 
 
 def _call_id(text: str) -> str | None:
@@ -85,17 +92,19 @@ class ConversationStore(PostgresBase):
         tenant: str,
         items: Sequence[ItemRow],
         *,
-        check: Callable[[list[str]], None] | None = None,
+        check: Callable[[list[str], list[str]], None] | None = None,
     ) -> bool:
         """Append items; False if the conversation does not exist.
 
         `check`, if given, is called in the append's transaction with the conversation's
         tool items (the JSON texts of its `function_call` and `function_call_output`
-        items, oldest first); what it raises refuses the append and reaches the caller.
-        So two appends cannot both pass a check against the history that the other one
-        changes (two outputs for one call, G5): the conversation's row is locked before
-        the items are read. It runs on the event loop: it must be quick, and must not
-        touch the store."""
+        items, oldest first) and those of the inputs of its turns that have not ended
+        (in lane order: they join the conversation after these items, as their turns
+        end); what it raises refuses the append and reaches the caller. So two appends
+        cannot both pass a check against the history that the other one changes (two
+        outputs for one call, G5): the conversation's row is locked before the items are
+        read, as a turn's end locks it before it adds its items. It runs on the event
+        loop: it must be quick, and must not touch the store."""
 
         async def op(tx: Tx) -> bool:
             found = await tx.conn.fetchval(
@@ -106,7 +115,8 @@ class ConversationStore(PostgresBase):
             if found is None:
                 return False
             if check is not None:
-                check(await self._tool_items(tx, conversation_id))
+                stored = await self._tool_items(tx, conversation_id)
+                check(stored, await _waiting(tx, conversation_id))
             await self._insert_conversation_items(tx.conn, conversation_id, items)
             return True
 
@@ -142,13 +152,28 @@ class ConversationStore(PostgresBase):
         )
         return ItemRow(row[0], row[1]) if row else None
 
-    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
+    async def delete_conversation_item(
+        self,
+        conversation_id: str,
+        item_id: str,
+        *,
+        check: Callable[[list[str], list[str]], None] | None = None,
+    ) -> bool:
         """Delete an item; False if there is no such item. A `function_call` goes with
         its `function_call_output` and the other way round: a conversation never holds
-        half of a pair, which every later history would carry to the model (G5)."""
+        half of a pair, which every later history would carry to the model (G5).
+        `check`, if given, is called in the transaction with the JSON texts of the items
+        about to go and the tool items of the inputs of the conversation's turns that
+        have not ended (as for `add_conversation_items`, under the conversation's row
+        lock); what it raises keeps them."""
 
         async def op(tx: Tx) -> bool:
             conn = tx.conn
+            if check is not None:  # a turn's end adds its items under this lock
+                await conn.execute(
+                    "SELECT 1 FROM conversations WHERE id = $1 FOR NO KEY UPDATE",
+                    conversation_id,
+                )
             row = await conn.fetchrow(
                 "SELECT item FROM conversation_items WHERE conversation_id = $1"
                 " AND item_id = $2 FOR UPDATE",
@@ -157,7 +182,7 @@ class ConversationStore(PostgresBase):
             )
             if row is None:
                 return False
-            doomed = [item_id]
+            doomed = [(item_id, row[0])]
             call_id = _call_id(row[0])
             if call_id is not None:
                 pairs = await conn.fetch(
@@ -165,12 +190,16 @@ class ConversationStore(PostgresBase):
                     f" AND {_MAYBE_TOOL_ITEM} FOR UPDATE",
                     conversation_id,
                 )
-                doomed += [r[0] for r in pairs if r[0] != item_id and _call_id(r[1]) == call_id]
+                doomed += [
+                    (r[0], r[1]) for r in pairs if r[0] != item_id and _call_id(r[1]) == call_id
+                ]
+            if check is not None:
+                check([text for _, text in doomed], await _waiting(tx, conversation_id))
             await conn.execute(
                 "DELETE FROM conversation_items WHERE conversation_id = $1"
                 " AND item_id = ANY($2::text[])",
                 conversation_id,
-                doomed,
+                [doomed_id for doomed_id, _ in doomed],
             )
             return True
 
@@ -188,3 +217,8 @@ class ConversationStore(PostgresBase):
             upto if upto is not None else 2**31 - 1,
         )
         return [r[0] for r in rows]
+
+
+async def _waiting(tx: Tx, conversation_id: str) -> list[str]:
+    rows = await tx.conn.fetch(_WAITING_TOOL_ITEMS, conversation_id)
+    return [r[0] for r in rows if json.loads(r[0]).get("type") in _TOOL_TYPES]

@@ -6,11 +6,19 @@ from collections.abc import Callable, Sequence
 
 from .._contract import Order
 from .._records import ConversationRecord, ItemRow
-from ._base import StoreBase, _conversation, _fetchone
+from ._base import UNFINISHED, StoreBase, _conversation, _fetchone
 from ._connection import Tx
 
 _TOOL_ITEM = "json_extract(item, '$.type') IN ('function_call', 'function_call_output')"
 _CALL_ID = "json_extract(item, '$.call_id')"
+# The tool items of the inputs of a conversation's turns that have not ended: each is
+# added to the conversation when its turn ends, after what the client adds meanwhile.
+_WAITING_TOOL_ITEMS = (
+    "SELECT i.item FROM responses r JOIN response_items i ON i.response_id = r.id"
+    f" WHERE r.lane = ?1 AND r.conversation_id = ?1 AND {UNFINISHED}"
+    f" AND json_extract(i.item, '$.type') IN ('function_call', 'function_call_output')"
+    " ORDER BY r.rowid, i.position"
+)
 
 
 class ConversationStore(StoreBase):
@@ -70,16 +78,18 @@ class ConversationStore(StoreBase):
         tenant: str,
         items: Sequence[ItemRow],
         *,
-        check: Callable[[list[str]], None] | None = None,
+        check: Callable[[list[str], list[str]], None] | None = None,
     ) -> bool:
         """Append items; False if the conversation does not exist.
 
         `check`, if given, is called in the append's transaction with the conversation's
         tool items (the JSON texts of its `function_call` and `function_call_output`
-        items, oldest first); what it raises refuses the append and reaches the caller.
-        So two appends cannot both pass a check against the history that the other one
-        changes (two outputs for one call, G5). It runs on the writer's thread: it must be
-        quick, and must not touch the store."""
+        items, oldest first) and those of the inputs of its turns that have not ended
+        (in lane order: they join the conversation after these items, as their turns
+        end); what it raises refuses the append and reaches the caller. So two appends
+        cannot both pass a check against the history that the other one changes (two
+        outputs for one call, G5). It runs on the writer's thread: it must be quick, and
+        must not touch the store."""
 
         def op(tx: Tx) -> bool:
             row = _fetchone(
@@ -90,7 +100,7 @@ class ConversationStore(StoreBase):
             if row is None:
                 return False
             if check is not None:
-                check(self._tool_items(tx, conversation_id))
+                check(self._tool_items(tx, conversation_id), _waiting(tx, conversation_id))
             self._insert_conversation_items(tx, conversation_id, items)
             return True
 
@@ -124,16 +134,35 @@ class ConversationStore(StoreBase):
         )
         return ItemRow(row[0], row[1]) if row else None
 
-    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
+    async def delete_conversation_item(
+        self,
+        conversation_id: str,
+        item_id: str,
+        *,
+        check: Callable[[list[str], list[str]], None] | None = None,
+    ) -> bool:
         """Delete an item; False if there is no such item. A `function_call` goes with
         its `function_call_output` and the other way round: a conversation never holds
-        half of a pair, which every later history would carry to the model (G5)."""
+        half of a pair, which every later history would carry to the model (G5).
+        `check`, if given, is called in the transaction with the JSON texts of the items
+        about to go and the tool items of the inputs of the conversation's turns that
+        have not ended (as for `add_conversation_items`); what it raises keeps them."""
+        pair = (
+            f"item_id = ?2 OR ({_TOOL_ITEM} AND {_CALL_ID} = (SELECT {_CALL_ID}"
+            f" FROM conversation_items WHERE conversation_id = ?1 AND item_id = ?2"
+            f" AND {_TOOL_ITEM}))"
+        )
 
         def op(tx: Tx) -> bool:
+            if check is not None:
+                doomed = tx.conn.execute(
+                    f"SELECT item FROM conversation_items WHERE conversation_id = ?1 AND ({pair})",
+                    (conversation_id, item_id),
+                ).fetchall()
+                if doomed:
+                    check([r[0] for r in doomed], _waiting(tx, conversation_id))
             cur = tx.conn.execute(
-                "DELETE FROM conversation_items WHERE conversation_id = ?1 AND (item_id = ?2"
-                f" OR ({_TOOL_ITEM} AND {_CALL_ID} = (SELECT {_CALL_ID} FROM conversation_items"
-                f"  WHERE conversation_id = ?1 AND item_id = ?2 AND {_TOOL_ITEM})))",
+                f"DELETE FROM conversation_items WHERE conversation_id = ?1 AND ({pair})",
                 (conversation_id, item_id),
             )
             return cur.rowcount >= 1
@@ -150,3 +179,7 @@ class ConversationStore(StoreBase):
             (conversation_id, upto if upto is not None else 2**62),
         )
         return [r[0] for r in rows]
+
+
+def _waiting(tx: Tx, conversation_id: str) -> list[str]:
+    return [r[0] for r in tx.conn.execute(_WAITING_TOOL_ITEMS, (conversation_id,)).fetchall()]

@@ -66,7 +66,8 @@ async def test_an_append_check_sees_the_tool_items_and_may_refuse(store: Store) 
     )
     seen: list[list[str]] = []
 
-    def refuse_a_second_output(tool_items: list[str]) -> None:
+    def refuse_a_second_output(tool_items: list[str], waiting: list[str]) -> None:
+        assert waiting == []  # no turn of the conversation is running or queued
         seen.append(tool_items)
         if any(json.loads(t)["type"] == "function_call_output" for t in tool_items):
             raise ValueError("call_1 is answered already")
@@ -78,6 +79,39 @@ async def test_an_append_check_sees_the_tool_items_and_may_refuse(store: Store) 
     # (SQLite may run a refused check twice: alone again after its batch failed.)
     assert seen[0] == [call.item] and seen[-1] == [call.item, output.item]
     assert len(await store.conversation_history("conv_1", None)) == 3
+
+
+async def test_the_checks_see_the_tool_items_of_turns_not_ended(store: Store) -> None:
+    call = ItemRow("fc_1", json.dumps({"type": "function_call", "call_id": "call_1"}))
+    output = ItemRow("fco_1", json.dumps({"type": "function_call_output", "call_id": "call_1"}))
+    await store.create_conversation(ConversationRecord("conv_1", "", 0.0, "{}"), [call])
+    turn = in_lane("resp_t", "conv_1", conversation_id="conv_1")
+    _, _, claim = await store.create_response(turn, [message("m"), output], [], None, ("me", 30))
+    queued = in_lane("resp_q", "conv_1", conversation_id="conv_1")
+    await store.create_response(queued, [message("q")], [])
+    seen: list[tuple[list[str], list[str]]] = []
+
+    def keep(first: list[str], waiting: list[str]) -> None:
+        seen.append((first, waiting))
+        raise ValueError("kept")
+
+    with pytest.raises(ValueError, match="kept"):
+        await store.add_conversation_items("conv_1", "", [message("x")], check=keep)
+    with pytest.raises(ValueError, match="kept"):
+        await store.delete_conversation_item("conv_1", "fc_1", check=keep)
+    assert seen[0] == ([call.item], [output.item])
+    assert seen[-1] == ([call.item], [output.item])  # what would go, what waits
+    assert len(await store.conversation_history("conv_1", None)) == 1
+
+    assert claim is not None
+    await end(store, "resp_t", Fence("me", claim.epoch), conversation_items=[output])
+    await store.add_conversation_items("conv_1", "", [message("y")], check=keep_nothing)
+    assert await store.delete_conversation_item("conv_1", "fc_1", check=keep_nothing)
+    assert [json.loads(t)["id"] for t in await store.conversation_history("conv_1", None)] == ["y"]
+
+
+def keep_nothing(first: list[str], waiting: list[str]) -> None:
+    assert waiting == []  # the turn has ended; the queued one's input holds no tool item
 
 
 async def test_deleting_either_half_of_a_call_pair_deletes_both(store: Store) -> None:

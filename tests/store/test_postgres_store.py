@@ -638,7 +638,7 @@ async def test_issue15_concurrent_outputs_for_one_call_are_stored_once(
     call = ItemRow("fc", json.dumps({"type": "function_call", "call_id": "call_1"}))
     await hosts[0].create_conversation(ConversationRecord("conv_1", "", 0.0, "{}"), [call])
 
-    def once(tool_items: list[str]) -> None:
+    def once(tool_items: list[str], waiting: list[str]) -> None:
         if any(json.loads(t)["type"] == "function_call_output" for t in tool_items):
             raise ValueError("answered already")
 
