@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from ._backoff import retry_delay
 from ._errors import ModelError, TurnStopped
+from ._history import unpaired_call
 from ._items import normalize_item
 from ._model import Model, ModelRequest, TextDelta, Usage
 from ._observer import Observer
@@ -53,6 +54,9 @@ async def summarize(
 ) -> Summary:
     """The summary of `request`'s history and the usage of making it, retried on
     retryable failures; with a turn's `stop`, cut when the turn is asked to stop."""
+    unpaired = unpaired_call(request.input)
+    if unpaired is not None:  # checked just before it goes out, as a step's call is (G5)
+        raise ModelError(f"The history to summarise has {unpaired}; it was not sent to the model.")
     attempt = 0
     while True:
         try:

@@ -5,17 +5,22 @@ is in it (recovery/_compaction.py), checked in milliseconds beside the server te
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from recovery import InvalidRequest, model_view, normalize_item
+from recovery import InvalidRequest, ModelError, ModelRequest, model_view, normalize_item
 from recovery._compaction import (
     check_compaction_items,
     compaction_item,
     has_uncompacted,
     summary_of,
 )
+from recovery._observer import Observer
+from recovery._settings import RuntimeSettings
+from recovery._summary import summarize
+from server._embedded_model import EmbeddedModel
 
 Item = dict[str, Any]
 
@@ -117,3 +122,30 @@ def test_a_model_that_reads_foreign_items_is_given_them() -> None:
 
     items = [user("a"), assistant("b"), foreign]
     assert model_view(items) == items  # left where it stands, for the model to read
+
+
+async def test_a_summary_of_an_unpaired_history_is_not_asked_for() -> None:
+    """The summary call is checked just before it goes out, as a step's is (G5 at the
+    wire): a history with an output whose call is missing never reaches the model."""
+    model = EmbeddedModel()
+    asked: list[ModelRequest] = []
+    own = model.summarize
+
+    def recorded(request: ModelRequest) -> Any:
+        asked.append(request)
+        return own(request)
+
+    model.summarize = recorded  # type: ignore[method-assign]
+    orphan = normalize_item({"type": "function_call_output", "call_id": "c9", "output": "x"})
+    request = ModelRequest(model="embedded", instructions=None, input=[orphan], tools=[])
+
+    with pytest.raises(ModelError, match="an output for function call 'c9' with no such call"):
+        await summarize(model, request, observer=Observer(), settings=RuntimeSettings())
+    assert asked == []
+    await summarize(
+        model,
+        dataclasses.replace(request, input=[]),
+        observer=Observer(),
+        settings=RuntimeSettings(),
+    )
+    assert len(asked) == 1
