@@ -314,8 +314,7 @@ class TurnRunner:
                     delay,
                 )
                 self.turn.observer.model_retried(self._model, request)
-                await asyncio.sleep(delay)
-                self._stop.check()
+                await self._stop.wait(delay)
 
     def _close_cut_items(self) -> None:
         self._sink.emit(self._emitter.close_open("incomplete"))

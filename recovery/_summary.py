@@ -74,9 +74,7 @@ async def summarize(
                 delay,
             )
             observer.model_retried(model, request)
-            await asyncio.sleep(delay)
-            if stop is not None:
-                stop.check()
+            await (asyncio.sleep(delay) if stop is None else stop.wait(delay))
 
 
 def summary_request(request: ModelRequest) -> ModelRequest:

@@ -14,6 +14,7 @@ without writing (docs/guarantees.md, Terms: Lease).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,6 +59,13 @@ class Stop:
     @property
     def requested(self) -> bool:
         return self.reason is not None
+
+    async def wait(self, seconds: float) -> None:
+        """Sleep `seconds` (a retry's backoff), woken by a stop request, then `check`: a
+        cancel must not wait for a retry that a 429's Retry-After may put a minute off."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.cancelled.wait(), seconds)
+        self.check()
 
     def check(self) -> None:
         """Raise TurnStopped if the turn was asked to stop, or to pause for a shutdown."""

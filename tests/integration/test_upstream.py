@@ -10,6 +10,7 @@ retries that never run a tool twice (G6).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -575,3 +576,20 @@ def test_sdk_background_polling_sees_well_formed_responses(serve: Serve) -> None
     assert done.status == "completed", done.error
     assert done.output_text == "Sunny in Paris."
     _lookup_ran_once(rig, "Paris")
+
+
+def test_a_cancel_does_not_wait_for_a_retry_s_backoff(serve: Serve) -> None:
+    """A 429's Retry-After may put the retry a minute off: a cancel meanwhile ends the
+    response at once, and the retry is never sent."""
+    rig = serve("--cancel-wait", "5")
+    rig.fake.push(fault(429, {"Retry-After": "30"}), text("too late"))
+    job = rig.client.responses.create(model=MODEL, input="Hi", background=True)
+    for _ in range(200):  # bounded: until the first attempt was refused
+        if rig.fake.arrivals:
+            break
+        time.sleep(0.02)
+
+    cancelled = rig.client.responses.cancel(job.id)
+
+    assert cancelled.status == "cancelled"
+    assert len(rig.fake.requests) == 1
