@@ -27,7 +27,7 @@ import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from store import Conflict, ItemRow, ResponseRecord, StopRequested, StoreError
+from store import Conflict, EventRow, ItemRow, ResponseRecord, StopRequested, StoreError
 
 from . import _failpoints as fp
 from ._agent import Agent
@@ -65,6 +65,8 @@ from ._turn import LEASE_LOST, SHUTDOWN, Turn, lease_held
 from ._workflow import Workflow, WorkflowContext, run_workflow
 
 log = logging.getLogger("recovery.runner")
+
+_RESTORE_PAGE = 10_000  # events read at a time when a resumed turn rebuilds its state
 
 Item = dict[str, Any]
 
@@ -262,11 +264,14 @@ class TurnRunner:
             sink.emit([emitter.lifecycle("response.created")])
             sink.emit([emitter.lifecycle("response.in_progress")])
             return
-        committed = (
-            []
-            if self._fresh
-            else await self._store.read_events(self.response_id, self._record.last_seq, 100_000)
-        )
+        committed: list[EventRow] = []
+        after = self._record.last_seq
+        while not self._fresh:  # every event since the checkpoint: a step may stream more
+            page = await self._store.read_events(self.response_id, after, _RESTORE_PAGE)
+            committed += page
+            if len(page) < _RESTORE_PAGE:
+                break
+            after = page[-1].seq
         closing = restore(emitter, committed)
         emitter.set_status(ResponseStatus.IN_PROGRESS)
         if emitter.next_seq == 2:  # only created + queued so far: this is the first run
