@@ -24,12 +24,13 @@ if TYPE_CHECKING:
 _STEER_COLUMNS = "id, tenant, target_id, input, state, successor_id, error"
 
 _TARGET = (
-    "SELECT status, conversation_id, created_at FROM responses"
-    " WHERE id = $1 AND tenant = $2 FOR UPDATE"
+    "SELECT status, conversation_id, ord FROM responses WHERE id = $1 AND tenant = $2 FOR UPDATE"
 )
+# Later by `ord`, the order its lane runs in: a statement's clock is not (two creates
+# may read it in one order and commit in the other).
 _CONTINUED = (
     "SELECT EXISTS (SELECT 1 FROM responses WHERE previous_response_id = $1"
-    " OR ($2::text IS NOT NULL AND conversation_id = $2 AND created_at > $3))"
+    " OR ($2::text IS NOT NULL AND conversation_id = $2 AND ord > $3))"
 )
 
 
@@ -80,7 +81,7 @@ class SteerStore(PostgresBase):
                 if active:
                     raise SteerNotAdded("running", status)
                 continued = await tx.conn.fetchval(
-                    _CONTINUED, steer.target_id, target["conversation_id"], target["created_at"]
+                    _CONTINUED, steer.target_id, target["conversation_id"], target["ord"]
                 )
                 if continued:
                     raise SteerNotAdded("continued", status)
@@ -129,11 +130,11 @@ class SteerStore(PostgresBase):
                 # FOR SHARE, take_steers): it commits first and is seen here, or it waits
                 # and counts these as pending steers it did not take.
                 target = await tx.conn.fetchrow(
-                    "SELECT conversation_id, created_at FROM responses WHERE id = $1 FOR UPDATE",
+                    "SELECT conversation_id, ord FROM responses WHERE id = $1 FOR UPDATE",
                     target_id,
                 )
                 if target is not None and await tx.conn.fetchval(
-                    _CONTINUED, target_id, target["conversation_id"], target["created_at"]
+                    _CONTINUED, target_id, target["conversation_id"], target["ord"]
                 ):
                     settled_as, why = "failed", CONTINUED
             settled = await tx.conn.fetchval(
