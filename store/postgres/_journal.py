@@ -16,23 +16,29 @@ from ._sql import JOURNAL_COLUMNS, UNFINISHED, entry
 
 _FENCE = (
     "f AS (SELECT 1 FROM responses WHERE id = $1 AND owner = $2 AND epoch = $3"
-    f" AND {UNFINISHED} FOR SHARE)"
+    f" AND {UNFINISHED}{{live}} FOR SHARE)"
 )
+# A body starts only under a lease no other host may take yet, by the database's clock
+# (a host that stalled past its lease must not start one).
+_LIVE_FENCE = _FENCE.format(
+    live=" AND (lease_expires_at IS NULL OR lease_expires_at > statement_timestamp())"
+)
+_HELD_FENCE = _FENCE.format(live="")
 
 _CLAIM_CALL = (
-    f"WITH {_FENCE}, ins AS (INSERT INTO journal (response_id, step, call_id, tool, arguments,"
+    f"WITH {_LIVE_FENCE}, ins AS (INSERT INTO journal (response_id, step, call_id, tool, arguments,"
     " idempotency_key, state, output) SELECT $1, $4, $5, $6, $7, $8, $9, $10 FROM f RETURNING 1)"
     " SELECT count(*) FROM ins"
 )
 
 _UPDATE_CALL = (
-    f"WITH {_FENCE}, u AS (UPDATE journal SET {{change}}, updated_at = statement_timestamp()"
+    "WITH {fence}, u AS (UPDATE journal SET {change}, updated_at = statement_timestamp()"
     " FROM f WHERE response_id = $1 AND step = $4 AND call_id = $5 AND state = 'claimed'"
     " RETURNING 1)"
     " SELECT (SELECT count(*) FROM f) AS held, (SELECT count(*) FROM u) AS changed"
 )
-_RECLAIM = _UPDATE_CALL.format(change="attempts = attempts + 1")
-_FINISH = _UPDATE_CALL.format(change="state = $6, output = $7")
+_RECLAIM = _UPDATE_CALL.format(fence=_LIVE_FENCE, change="attempts = attempts + 1")
+_FINISH = _UPDATE_CALL.format(fence=_HELD_FENCE, change="state = $6, output = $7")
 
 
 class JournalStore(PostgresBase):

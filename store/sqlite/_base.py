@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -109,6 +110,13 @@ class StoreBase:
 
     def _check_fence(self, tx: Tx, response_id: str, fence: Fence) -> None:
         self._fenced(tx, response_id, fence, "1")
+
+    def _check_live_fence(self, tx: Tx, response_id: str, fence: Fence) -> None:
+        """`_check_fence`, and the lease not expired: a tool body starts only under a lease
+        no other process may take yet (a host that stalled past it must not start one)."""
+        expires = self._fenced(tx, response_id, fence, "lease_expires_at")[0]
+        if expires is not None and expires <= time.time():
+            raise LeaseLost(f"the lease of {fence} on response {response_id} has expired")
 
     def _fenced(self, tx: Tx, response_id: str, fence: Fence, select: str) -> sqlite3.Row:
         """`SELECT select` from the response if `fence` still holds it; else LeaseLost."""

@@ -71,7 +71,7 @@ class JournalStore(StoreBase):
         the call is journaled already."""
 
         def op(tx: Tx) -> None:
-            self._check_fence(tx, response_id, fence)
+            self._check_live_fence(tx, response_id, fence)
             now = time.time()
             tx.conn.execute(
                 "INSERT INTO journal (response_id, step, call_id, tool, arguments,"
@@ -99,7 +99,7 @@ class JournalStore(StoreBase):
         """Count one more attempt of an ambiguous call that is safe to run again."""
 
         def op(tx: Tx) -> None:
-            self._check_fence(tx, response_id, fence)
+            self._check_live_fence(tx, response_id, fence)
             cur = tx.conn.execute(
                 "UPDATE journal SET attempts = attempts + 1, updated_at = ?"
                 " WHERE response_id = ? AND step = ? AND call_id = ? AND state = 'claimed'",

@@ -110,6 +110,27 @@ async def test_a_stale_fence_writes_nothing(store: Store) -> None:
     assert await status(store, "resp_a") == "in_progress"
 
 
+async def test_no_body_starts_under_an_expired_lease_that_nobody_took_yet(store: Store) -> None:
+    """A host that stalled past its lease may wake before another host recovers the
+    response: its writes still land (its fence holds), but it claims no call to run, so
+    the host that recovers it never finds a body started behind its back (G3, G8)."""
+    fence = await claimed(store, "resp_a", ttl=-1)
+    call = {"tool": "t", "arguments": "{}", "idempotency_key": "k"}
+    fresh = await claimed(store, "resp_b")
+    await store.claim_call("resp_b", fresh, call_id="c1", **call)
+
+    with pytest.raises(LeaseLost):
+        await store.claim_call("resp_a", fence, call_id="c1", **call)
+    assert await store.journal("resp_a") == []
+    expire = await claimed(store, "resp_c", ttl=0.2)
+    await store.claim_call("resp_c", expire, call_id="c1", **call)
+    await asyncio.sleep(0.3)
+    with pytest.raises(LeaseLost):
+        await store.reclaim_call("resp_c", expire, "c1")
+    await store.finish_call("resp_c", expire, "c1", state="completed", output="done")
+    assert [e.state for e in await store.journal("resp_c")] == ["completed"]
+
+
 async def test_the_end_releases_the_lease_and_nothing_writes_after_it(store: Store) -> None:
     fence = await claimed(store, "resp_a")
 
