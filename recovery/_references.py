@@ -49,13 +49,21 @@ def check_new_ids(stored: list[Item], items: list[Item], *, param: str) -> None:
     `stored` items) has, or that an earlier item of `items` has. A reference to an item
     of the conversation it is added to is the common case: that item is already part of
     every history the conversation gives."""
-    seen = {item.get("id") for item in stored}
+    held = {item.get("id") for item in stored}
+    seen: set[str] = set()
     for index, item in enumerate(items):
         item_id = item.get("id")
         if item_id is None:
             continue
-        if item_id in seen:
+        if item_id in held:
             raise duplicate_item(item_id, f"{param}[{index}].id")
+        if item_id in seen:
+            raise InvalidRequest(
+                f"Item with id '{item_id}' appears twice in '{param}'; an item can be added"
+                " to a conversation once.",
+                param=f"{param}[{index}].id",
+                code="duplicate_item",
+            )
         seen.add(item_id)
 
 

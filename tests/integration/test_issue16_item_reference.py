@@ -174,7 +174,8 @@ def test_a_conversation_turn_and_its_items_resolve_references(
         twice = http.post(f"/v1/conversations/{other_id}/items", json={"items": [again]})
         assert again["id"] in refused(twice, "items[0].id", "duplicate_item")
     both = http.post("/v1/conversations", json={"items": [{"id": answer.id}, {"id": answer.id}]})
-    assert answer.id in refused(both, "items[1].id", "duplicate_item")
+    said = refused(both, "items[1].id", "duplicate_item")
+    assert answer.id in said and "appears twice in 'items'" in said
     unknown = http.post(
         f"/v1/conversations/{other_id}/items",
         json={"items": [{"role": "user", "content": "a"}, {"id": "msg_nowhere"}]},
