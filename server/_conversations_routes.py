@@ -13,6 +13,7 @@ from recovery import ConversationRecord, Conversations
 
 from ._attachments import check_sizes
 from ._context import context, read_body, tenant
+from ._errors import APIError
 from ._ids import IdConvertor  # noqa: F401 (registers `{name:id}` before the routes below)
 from ._json_body import parse_json
 from ._query import query_include, query_int, query_order
@@ -47,7 +48,23 @@ async def _get(request: Request) -> ConversationRecord:
     )
 
 
+def _refuse_idempotency_key(request: Request) -> None:
+    """Only `POST /v1/responses` keeps Idempotency-Keys (G11). A retry here would not be
+    recognised and would add a second conversation, or the items again: refused by
+    name rather than ignored."""
+    if "idempotency-key" in request.headers:
+        raise APIError(
+            400,
+            "Idempotency-Key is honoured only by POST /v1/responses: a retry of this request"
+            " would not be recognised, and would add a second conversation or the same"
+            " items again. Send it without the header.",
+            param="Idempotency-Key",
+            code="unsupported_parameter",
+        )
+
+
 async def create_conversation(request: Request) -> Response:
+    _refuse_idempotency_key(request)
     body = validate(CreateConversation, await _body(request))
     items = validate_items(body.get("items") or [], path="items", limit=MAX_ITEMS)
     check_sizes(items, path="items", max_bytes=context(request).settings.max_attachment_bytes)
@@ -80,6 +97,7 @@ async def add_items(request: Request) -> Response:
     yet answered (docs/guarantees.md G5): such an item would make every later history that
     includes it inconsistent. A call still waiting for its output is fine: the client may
     send the output later, in a turn's input."""
+    _refuse_idempotency_key(request)
     query_include(request.query_params)
     body = validate(AddConversationItems, await _body(request))
     items = validate_items(body["items"], path="items", limit=MAX_ITEMS)

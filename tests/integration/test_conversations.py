@@ -486,3 +486,22 @@ def test_a_chain_from_a_conversation_turn_sees_that_turn_once(
     assert follow.usage is not None and first.usage is not None
     seen_by_first = first.usage.input_tokens + first.usage.output_tokens
     assert follow.usage.input_tokens == seen_by_first + 1, "the first turn's items were repeated"
+
+
+def test_an_idempotency_key_is_refused_where_a_retry_would_apply_twice(
+    sdk: openai.OpenAI,
+) -> None:
+    """Only a create keeps Idempotency-Keys: a conversation or items created with one
+    would be created again by the retry the header promises is safe."""
+    key = {"Idempotency-Key": "retry-me"}
+    before = sdk.conversations.create().id
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.conversations.create(extra_headers=key)
+    assert refused.value.code == "unsupported_parameter"
+    assert refused.value.param == "Idempotency-Key"
+    with pytest.raises(openai.BadRequestError):
+        sdk.conversations.items.create(
+            before, items=[{"role": "user", "content": "hi"}], extra_headers=key
+        )
+    assert sdk.conversations.items.list(before).data == []  # nothing added
+    sdk.conversations.update(before, metadata={"k": "v"}, extra_headers=key)  # idempotent
