@@ -5,9 +5,12 @@ method returns the events to publish, in order; it never does I/O. Items are ope
 lazily by the first delta that needs them (or by the model's `MessageStart` and
 `ReasoningStart`) and closed (`output_item.done`) when another item starts or the step
 ends. A step's reasoning (a `reasoning` item, `_reasoning.py`) comes before what it led
-to; a message's one part is `output_text`, or `refusal` when the model declined (the
-part kinds and their events: `_parts.py`). A step may say several messages, each with
-the `phase` its model gave it.
+to, and stays open, even once the model finished it (`ReasoningDone`), until that begins:
+a model call cut before then (a crash, a failed call) leaves reasoning that led to
+nothing, which closes `incomplete` (the next attempt reasons again). A message's one
+part is `output_text`, or `refusal` when the model declined (the part kinds and their
+events: `_parts.py`). A step may say several messages, each with the `phase` its model
+gave it.
 """
 
 from __future__ import annotations
@@ -166,17 +169,26 @@ class Emitter:
         upstreams never say where an item begins)."""
         if not delta.text or self._resuming:
             return []
-        events = self.reasoning_start() if self._reasoning is None else []
+        events = self.reasoning_start() if self._reasoning_ended else []
         assert self._reasoning is not None
         return events + self._reasoning.delta(self._event, delta)
 
     def reasoning_done(self, encrypted_content: str | None = None) -> list[Event]:
         """The open reasoning item is finished, with the model's `encrypted_content` if
-        the request asked for it (an item the model gave whole opens and closes here)."""
+        the request asked for it (an item the model gave whole opens here). It closes
+        `completed` when what it led to begins, in the same events: a cut before that
+        closes it `incomplete` (`suspend_message`, `_restore.py`), as cut reasoning."""
         if self._resuming:
             return []
-        events = self.reasoning_start() if self._reasoning is None else []
-        return events + self._close_reasoning("completed", encrypted_content)
+        events = self.reasoning_start() if self._reasoning_ended else []
+        assert self._reasoning is not None
+        self._reasoning.end(encrypted_content)
+        return events
+
+    @property
+    def _reasoning_ended(self) -> bool:
+        """No reasoning item is open that more reasoning would continue."""
+        return self._reasoning is None or self._reasoning.ended
 
     def _append_text(
         self, message: _OpenMessage, text: str, logprobs: tuple[LogProb, ...] = ()
@@ -203,7 +215,8 @@ class Emitter:
     def suspend_message(self) -> list[Event]:
         """The model call streaming the open message failed and will be tried again:
         keep the message open, and match the next attempt's text against it. Reasoning
-        it cut is closed `incomplete`: the next attempt reasons again, in a new item."""
+        it cut is closed `incomplete`, finished or not (it led to nothing): the next
+        attempt reasons again, in a new item."""
         if self._message is not None:
             self._message.heard = ""
         return self._close_reasoning("incomplete")
@@ -382,11 +395,11 @@ class Emitter:
             ),
         ]
 
-    def _close_reasoning(self, status: str, encrypted_content: str | None = None) -> list[Event]:
+    def _close_reasoning(self, status: str) -> list[Event]:
         reasoning, self._reasoning = self._reasoning, None
         if reasoning is None:
             return []
-        return reasoning.close(self._event, status, encrypted_content)
+        return reasoning.close(self._event, status)
 
     def _close_message(self, status: str) -> list[Event]:
         message = self._message

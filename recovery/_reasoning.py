@@ -11,6 +11,9 @@ message's text (`_parts.py`).
 
 `encrypted_content` is kept only on an item closed `completed`: a cut item (closed
 `incomplete`) never carries one, so no partial reasoning is ever given back to a model.
+An item the model finished (`end`) is closed only when what it led to begins (the
+emitter's `_close_reasoning`): cut before that, it led to nothing, and closes `incomplete`
+like an item cut while it streams.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def summary_part(text: str = "") -> dict[str, Any]:
 class OpenReasoning:
     """The reasoning item at `index` of the output, streaming."""
 
-    __slots__ = ("_key", "index", "item", "summaries", "summary_open", "text")
+    __slots__ = ("_key", "ended", "index", "item", "sealed", "summaries", "summary_open", "text")
 
     def __init__(self, index: int, item: dict[str, Any]) -> None:
         self.index = index
@@ -54,6 +57,13 @@ class OpenReasoning:
         self.summary_open = False  # the last summary part is still streaming
         self.text: list[str] | None = None  # the raw reasoning, once its part was added
         self._key: int | None = None  # the model's name for the summary part streaming
+        self.ended = False  # the model finished it (`end`); it is not closed yet
+        self.sealed: str | None = None  # the model's `encrypted_content`, given at its end
+
+    def end(self, encrypted_content: str | None) -> None:
+        """The model finished this item: nothing more streams into it, and it closes
+        `completed`, with `encrypted_content`, once what it led to begins."""
+        self.ended, self.sealed = True, encrypted_content
 
     def delta(self, event: MakeEvent, delta: ReasoningDelta) -> list[Event]:
         if delta.summary is None:
@@ -79,9 +89,7 @@ class OpenReasoning:
         type_, fields = parts.delta_event("reasoning_text", text)
         return [*events, event(type_, **self._content_at(), **fields)]
 
-    def close(
-        self, event: MakeEvent, status: str, encrypted_content: str | None = None
-    ) -> list[Event]:
+    def close(self, event: MakeEvent, status: str) -> list[Event]:
         """The events that end each open part, then the item (`output_item.done`)."""
         events = self._end_summary(event)
         item = self.item
@@ -93,8 +101,8 @@ class OpenReasoning:
             events.append(event(type_, **self._content_at(), **fields))
             events.append(event("response.content_part.done", **self._content_at(), part=done))
             item["content"] = [done]
-        if encrypted_content and status == "completed":
-            item["encrypted_content"] = encrypted_content
+        if self.sealed and status == "completed":
+            item["encrypted_content"] = self.sealed
         item["status"] = status
         done_item = copied(item)
         return [

@@ -4,7 +4,8 @@ to continue (see `Emitter.resume_message`); any other item left open is closed
 `incomplete`, and the closing events continue the sequence numbers after the last
 committed event. A reasoning item left open is closed `incomplete` with the reasoning
 (and summary parts) streamed so far, and no encrypted content: the next model call
-reasons again, in a new item."""
+reasons again, in a new item. (That holds for reasoning the model had finished, too: its
+`output_item.done` waits for what it led to, so a crash before that left it open.)"""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from openai.types.responses import Response
 
 from tests.conftest import NewStore, StartServer
 from tests.crash._support import check_replays, replay
+from tests.support.fake_responses_upstream import FakeResponsesUpstream, reset_mid, text
 from tests.support.peek import count
+from tests.support.schemas import validate_event
 from tests.support.server import ServerProcess
 from tests.support.stores import Location
 from tests.support.stream_rules import check_stream, parse_sse
@@ -131,3 +134,59 @@ def test_a_cut_answer_the_next_attempt_does_not_repeat_is_dropped(
     assert answer["status"] == "completed"
     assert Response.model_validate(final).output_text == answer["content"][0]["text"]
     check_replays(survivor.url, response_id, final)
+
+
+THINK = ("The user asks about Paris.",)
+
+
+@pytest.fixture
+def responses_upstream() -> Iterator[FakeResponsesUpstream]:
+    upstream = FakeResponsesUpstream().start()
+    yield upstream
+    upstream.stop()
+
+
+def test_reasoning_a_crash_left_without_its_answer_is_shown_once(
+    start_server: StartServer, new_store: NewStore, responses_upstream: FakeResponsesUpstream
+) -> None:
+    """A Responses upstream finished a reasoning item, then the server was killed before
+    the answer began. That reasoning led to nothing (the recovered step is not sent it,
+    and reasons again): it is closed `incomplete` with its summary, not `completed`, so the
+    response shows one finished reasoning, then the answer, live and in every replay."""
+    db = new_store("reasoning_cut")
+    cli = ("--upstream-base-url", responses_upstream.url, "--upstream-api", "responses", *FAST)
+    # The first attempt reasons, begins its message and hangs there until the kill.
+    responses_upstream.push(
+        reset_mid("", summary=THINK, hang=30), text("Sunny in Paris.", summary=THINK)
+    )
+    first = start_server(*cli, db=db)
+    body = {
+        "model": "fake-model",
+        "input": "Weather in Paris?",
+        "reasoning": {"summary": "auto"},
+        "background": True,
+    }
+    response_id = httpx.post(f"{first.url}/v1/responses", json=body, timeout=30).json()["id"]
+    words = len(THINK[0].split(" "))
+    sql = "SELECT count(*) FROM events WHERE response_id = ? AND type = ?"
+    delta = "response.reasoning_summary_text.delta"
+    wait_until(lambda: count(db, sql, response_id, delta) == words, "the whole reasoning")
+    first.kill()
+    survivor = start_server(*cli, db=db)
+
+    final = wait_terminal(survivor.url, response_id)
+    assert final["status"] == "completed", final["error"]
+    summary = [{"type": "summary_text", "text": THINK[0]}]
+    assert [(i["type"], i["status"], i.get("summary")) for i in final["output"]] == [
+        ("reasoning", "incomplete", summary),
+        ("reasoning", "completed", summary),
+        ("message", "completed", None),
+    ]
+    assert Response.model_validate(final).output_text == "Sunny in Paris."
+    assert len(responses_upstream.requests) == 2
+    assert responses_upstream.requests[1] == responses_upstream.requests[0]
+    check_replays(survivor.url, response_id, final)
+    for event in replay(survivor.url, response_id):
+        validate_event(event)
+    stored = httpx.get(f"{survivor.url}/v1/responses/{response_id}", timeout=30).json()
+    assert stored == final

@@ -135,9 +135,10 @@ def test_without_the_include_reasoning_carries_no_encrypted_content(
 def test_a_retried_step_never_sends_what_its_cut_attempt_reasoned(
     serve: ServeResponses, cut: Turn
 ) -> None:
-    """The cut attempt's reasoning was done (and carries its encrypted content), but
-    what it led to was cut: the retry is sent the step as it began, and a later turn only
-    the reasoning that an item of the answer follows."""
+    """The cut attempt's reasoning was done, but what it led to was cut: the retry is sent
+    the step as it began, and a later turn only the reasoning that an item of the answer
+    follows. Reasoning that led to a cut answer keeps its encrypted content; reasoning
+    cut before its answer began led to nothing, and is closed `incomplete` without it."""
     rig = serve(tools=False)
     rig.fake.push(cut, text("Sunny in Paris.", summary=THINK), text("Yes."))
 
@@ -154,12 +155,47 @@ def test_a_retried_step_never_sends_what_its_cut_attempt_reasoned(
     assert final["status"] == "completed", final["error"]
     assert rig.fake.requests[1] == rig.fake.requests[0], "the retry resends the same step"
     assert final["output"][-1]["content"][0]["text"] == "Sunny in Paris."
-    assert all(_issued(rig, item) for item in _reasoning(final["output"]))
+    for item in _reasoning(final["output"]):
+        if item["status"] == "completed":
+            assert _issued(rig, item), item
+        else:
+            assert "encrypted_content" not in item, item
     assert get_stream(rig.http, final["id"]) == events
 
     rig.client.responses.create(model=MODEL, input="Sure?", previous_response_id=final["id"])
     sent = rig.sent(2)
     assert [i.get("role", i["type"]) for i in sent] == ["user", "reasoning", "assistant", "user"]
+    assert rig.fake.refusals == []
+
+
+def test_reasoning_a_cut_left_without_its_answer_is_shown_once(serve: ServeResponses) -> None:
+    """The upstream finished a reasoning item, then the stream was cut before the answer
+    began. The retry is not sent that reasoning (it led to nothing) and reasons again, so
+    the cut item is closed `incomplete`, its summary kept, as cut reasoning is: one
+    finished reasoning, then the answer, live, replayed and stored (G7)."""
+    rig = serve(tools=False)
+    rig.fake.push(reset_mid("", summary=THINK), text("Sunny in Paris.", summary=THINK))
+
+    events = post_stream(
+        rig.http,
+        model=MODEL,
+        input="Weather in Paris?",
+        reasoning={"summary": "auto"},
+        background=True,
+    )
+
+    final = events[-1]["response"]
+    assert final["status"] == "completed", final["error"]
+    summary = [{"type": "summary_text", "text": THINK[0]}]
+    assert [(i["type"], i["status"], i.get("summary")) for i in final["output"]] == [
+        ("reasoning", "incomplete", summary),
+        ("reasoning", "completed", summary),
+        ("message", "completed", None),
+    ]
+    done = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    assert done == final["output"]
+    assert get_stream(rig.http, final["id"]) == events
+    assert dump(rig.client.responses.retrieve(final["id"]))["output"] == final["output"]
     assert rig.fake.refusals == []
 
 

@@ -30,6 +30,7 @@ breaks either gets HTTP 500 naming the test's mistake, listed in `mistakes`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import threading
@@ -159,10 +160,11 @@ def reset() -> Turn:
     return Turn("reset")
 
 
-def reset_mid(value: str, *, summary: tuple[str, ...] = ()) -> Turn:
+def reset_mid(value: str, *, summary: tuple[str, ...] = (), hang: float = 0.0) -> Turn:
     """Stream the reasoning (if any) and the first word of `value`, then drop the
-    connection."""
-    return Turn("reset_mid", text=value, summary=summary)
+    connection; with `hang`, only after holding it open, silent, that many seconds (time
+    for a test to kill the server in between)."""
+    return Turn("reset_mid", text=value, summary=summary, seconds=hang)
 
 
 def stall(seconds: float) -> Turn:
@@ -232,6 +234,11 @@ class ResponsesHandler(ScriptedHandler):
             self._message_start("output_text")
             if turn.text:
                 self._delta("response.output_text.delta", turn.text.split(" ")[0])
+            if turn.seconds:
+                time.sleep(turn.seconds)
+                with contextlib.suppress(OSError):  # the server may be gone by now
+                    self.drop()
+                return
             self.drop()
             return
         if turn.kind == "error":
