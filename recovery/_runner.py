@@ -99,8 +99,8 @@ class TurnRunner:
         self._done_items = len(self._emitter.output)
         self._closing: list[dict[str, Any]] = []  # the last step's close, held for the end
         self.started = False  # False while a foreground turn waits for its lane
-        # Paused or cut by a shutdown, leaving nothing unrecorded: its lease may be
-        # released for another process to resume it at once.
+        # Paused or cut by a shutdown, leaving nothing unrecorded and no body running:
+        # its lease may be released for another process to resume it at once.
         self.handed_over = False
         # Its lease was lost: another process owns the response now and decides its end.
         self.lost = False
@@ -177,7 +177,7 @@ class TurnRunner:
         except StepFailed as exc:
             outcome = failed("server_error", str(exc))
         except asyncio.CancelledError:
-            self.handed_over = True  # cut off: its running tool bodies were recorded first
+            self._hand_over()  # cut off: its running tool bodies were recorded first
             self._resolve()
             raise
         except Exception:
@@ -644,9 +644,24 @@ class TurnRunner:
             await self._flush()
         except TurnStopped:  # a lost lease: nothing to hand over
             return self._lost()
-        self.handed_over = True
+        self._hand_over()
         log.info("response %s: paused at a step boundary for shutdown", self.response_id)
         self._resolve()
+
+    def _hand_over(self) -> None:
+        """Let the drain release the lease, for another process to resume the turn at
+        once, unless a body the turn started still runs (`Bodies`, _turn.py: a thread
+        that nothing waits for any more): the lease is then left to expire, so that no
+        other process takes the turn, and runs the call again or fails it closed, while
+        the body may still act here (G3, G4, G8)."""
+        if self.turn.bodies.running:
+            log.warning(
+                "response %s: a tool or step body it started still runs; its lease is left "
+                "to expire rather than released",
+                self.response_id,
+            )
+            return
+        self.handed_over = True
 
     def _lost(self) -> None:
         """Stop without writing: another process owns the response and stores its end."""

@@ -17,9 +17,10 @@ its grace period): the phase waits for the body's end and records its outcome, a
 then lets the cancellation through, so this process holds the lease until then. A plain
 (`def`) tool's thread that outlives its timeout may still take effect: its outcome is
 unknown, not failed: it is settled at once as an ambiguous call whose body can be
-neither stopped nor run again (`_overran`). A CancelledError the body raises by itself
-(not the turn's cancellation, which never reaches a body) is the tool's failure,
-recorded `errored` like any other.
+neither stopped nor run again (`_overran`); while it runs, a shutdown does not hand the
+turn over (`Bodies`, _turn.py: its lease is left to expire). A CancelledError the body
+raises by itself (not the turn's cancellation, which never reaches a body) is the
+tool's failure, recorded `errored` like any other.
 """
 
 from __future__ import annotations
@@ -181,6 +182,7 @@ class ToolPhase:
         cancelled meanwhile (the cancellation is raised once the outcome is recorded)."""
         started = time.monotonic()
         body = tool.start(self._context(call, key, attempt), arguments)
+        self._turn.bodies.add(body)  # a thread let go at its timeout keeps the lease
         ended, interrupted = await outlast(body, tool.timeout if tool.in_thread else None)
         if ended:
             outcome = self._outcome(tool, call, body)

@@ -1,7 +1,8 @@
 """The context one turn runs in, named: what its tool calls and workflow steps need.
 
 A `Turn` holds the response's id, the fence every write of the turn goes through, the
-store, the runtime's settings, the observer and the turn's stop signal. The runner builds
+store, the runtime's settings, the observer, the turn's stop signal and the bodies (of
+tools and workflow steps) it started that still run. The runner builds
 one when it is made and hands it to the tool phase and to a workflow's context, so that
 neither reaches back through the runner, or the runtime behind it, for any of these.
 
@@ -17,7 +18,8 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from store import Fence, LeaseLost, Store
 
@@ -75,6 +77,33 @@ class Stop:
             raise TurnStopped(SHUTDOWN)
 
 
+class Bodies:
+    """The tool and step bodies a turn started, while they run. A turn that ends
+    cancelled or paused by a shutdown is handed over (its lease released, for another
+    process to take it at once) only if none of them still runs (G3, G8). The turn waits
+    for every body it starts, so none normally does; but a thread cannot be stopped: a
+    plain tool's thread let go at its timeout, or a plain workflow step's thread whose
+    waiting task the event loop's closing cancelled (its entry left `claimed`), may still
+    act, and another process that took the turn at once could run the call again while it
+    does, or fail closed a call about to finish. Such a turn keeps its lease until the
+    lease expires instead."""
+
+    __slots__ = ("_bodies",)
+
+    def __init__(self) -> None:
+        self._bodies: set[asyncio.Future[Any]] = set()
+
+    def add(self, body: asyncio.Future[Any]) -> None:
+        """Count `body` (a thread's future, not a task waiting for it) until it ends."""
+        if not body.done():
+            self._bodies.add(body)
+            body.add_done_callback(self._bodies.discard)
+
+    @property
+    def running(self) -> bool:
+        return any(not body.done() for body in self._bodies)
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """One running turn's durable context (see the module docstring)."""
@@ -85,6 +114,7 @@ class Turn:
     settings: RuntimeSettings
     observer: Observer
     stop: Stop
+    bodies: Bodies = field(default_factory=Bodies)  # started and still running (G3, G8)
 
 
 @contextmanager

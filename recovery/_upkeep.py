@@ -133,9 +133,11 @@ class Upkeep:
                 _, pending = await asyncio.wait(pending)
             except asyncio.CancelledError as exc:
                 interrupted = exc  # a body may still act: its lease is not given up yet
-        # Only turns handed over (paused at a boundary, or cut after their bodies ended)
-        # are released, by their fences: a turn that failed here, or whose end could not
-        # be saved, keeps its lease until it expires, so its recovery is counted (G1).
+        # Only turns handed over (paused at a boundary, or cut after their bodies ended,
+        # no body of theirs still running) are released, by their fences: a turn that
+        # failed here, whose end could not be saved, or that a thread of its own may still
+        # act for (_turn.py, Bodies), keeps its lease until it expires, so its recovery is
+        # counted (G1) and nobody takes it while that thread runs (G3, G8).
         handed = [(r.response_id, r.turn.fence) for r in runners if r.handed_over]
         try:
             await asyncio.shield(self._store.release_leases(handed))

@@ -9,9 +9,15 @@
 
 A handler may be re-executed from the top after a crash: every step that already
 completed returns its recorded result without running again, so the handler resumes at
-its first unfinished step. Steps are numbered in the order they are called, so a handler
-calls them in the same order on every run (steps started together, as with
-`asyncio.gather`, are numbered in the order given). Steps run at most once unless marked
+its first unfinished step. A step is known by its name and how many times the run has
+called that name (its call id is `step_{k}_{name}` for the k-th call of `name`), not by
+its place among all the steps: steps of concurrent branches (`asyncio.gather`) may
+interleave differently on every run. So a handler calls the steps of one name in the same
+order, with the same arguments, on every run. A step whose id the journal holds with
+other arguments (two branches that call one name in an order their timing decides, or
+an argument that differs between runs) is neither run nor given the recorded result:
+the turn fails closed (ToolOutcomeUnknown), as for an ambiguous step, since which call
+the entry belongs to is unknown. Steps run at most once unless marked
 `idempotent=True`: they are journaled by the protocol of server tool calls (_calls.py,
 G3/G4), and a step found `claimed` that is not idempotent fails the turn closed, even if
 the handler catches the error (every later step raises it again, and so does the end).
@@ -20,10 +26,13 @@ so that it cannot block the event loop. The turn ends, pauses or is handed over 
 no step is under way, a concurrent branch's included: when the handler returns or fails,
 an async step still under way in another branch is cancelled and recorded failed (its
 outcome unknown), a step in a thread is waited for; at a stop or a drain every step is
-waited for; no step or `say` starts after the handler has ended. Each step appears in
-the response as a `function_call` (the step) and a `function_call_output` (its JSON
-result); `say` adds an assistant message; a returned value (if not None) becomes the
-final message.
+waited for, however long it runs (server/_cli.py sets Hypercorn no shutdown limit when a
+workflow is served); no step or `say` starts after the handler has ended. A step's
+thread that nothing waits for any more (its waiting task cancelled by the event loop's
+closing) keeps the turn from being handed over: its lease is left to expire (`Bodies`,
+_turn.py). Each step appears in the response as a `function_call` (the step) and a
+`function_call_output` (its JSON result); `say` adds an assistant message; a returned
+value (if not None) becomes the final message.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import functools
 import hashlib
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -42,7 +52,7 @@ from store import StoreError
 from ._calls import DONE, Calls, cut_from_outside, idempotency_key, outlast
 from ._errors import StepFailed, ToolOutcomeUnknown
 from ._tools import tool_output
-from ._turn import Turn
+from ._turn import Bodies, Turn
 
 T = TypeVar("T")
 
@@ -86,7 +96,7 @@ class WorkflowContext:
         self.response_id = turn.response_id
         self.input = input_items
         self.text = text
-        self._ordinal = 0
+        self._calls_of: dict[str, int] = {}  # step name -> how often it was called
         self._said = 0
         self._journal: dict[str, Any] = {}
         # A step found ambiguous (G4), or whose journal or output the store failed to
@@ -145,10 +155,16 @@ class WorkflowContext:
         kwargs: dict[str, Any],
         idempotent: bool,
     ) -> T:
-        self._ordinal += 1
-        call_id = f"step_{self._ordinal}_{name}"[:64]
+        occurrence = self._calls_of[name] = self._calls_of.get(name, 0) + 1
+        call_id = _call_id(name, occurrence)
         key = idempotency_key(self.response_id, call_id)
-        arguments = json.dumps({"args": args, "kwargs": kwargs}, default=str)
+        arguments = _arguments(args, kwargs)
+        entry = self._journal.get(call_id)
+        if entry is not None and entry.arguments != arguments:
+            # Another call of this name took this id in the run that recorded it: concurrent
+            # branches called the step in another order. Which of them the entry belongs to
+            # is unknown, so neither runs nor gets the other's result (G3, G4).
+            raise ToolOutcomeUnknown(name, call_id, key, [], why=_reordered(name, occurrence))
         await self._add_items(
             [
                 {
@@ -161,7 +177,6 @@ class WorkflowContext:
                 }
             ]
         )
-        entry = self._journal.get(call_id)
         if entry is not None and entry.state in DONE:
             await self._record_output(call_id, entry.output)
             if entry.state == "errored":
@@ -182,7 +197,7 @@ class WorkflowContext:
             raise StepFailed(output)
         token = _current_key.set(key)
         try:
-            body = _start_step(fn, *args, **kwargs)
+            body = _start_step(self._turn.bodies, fn, args, kwargs)
         finally:
             _current_key.reset(token)
         if inspect.iscoroutinefunction(fn):
@@ -205,7 +220,9 @@ class WorkflowContext:
                 ),
             )
         elif cut_from_outside(body):
-            raise interrupted or asyncio.CancelledError()  # cut by the loop closing: G4
+            # Cut by the loop closing: left `claimed` for G4. A thread step's thread may
+            # still run: the turn is then not handed over (`Bodies`, _turn.py).
+            raise interrupted or asyncio.CancelledError()
         else:
             try:
                 value = await body
@@ -282,21 +299,69 @@ class WorkflowContext:
         )
 
 
+def _call_id(name: str, occurrence: int) -> str:
+    """The call id of the `occurrence`-th call of step `name` in a run: unlike a count
+    of every step, it does not depend on how concurrent branches interleave. At most 64
+    characters: a longer one keeps a digest of the name, so that two long names that
+    start alike do not share an id."""
+    call_id = f"step_{occurrence}_{name}"
+    if len(call_id) <= 64:
+        return call_id
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return f"step_{occurrence}_{digest}_{name}"[:64]
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """A step's arguments as JSON, compared on replay with those recorded, so the same
+    in every process for the same values: what JSON cannot hold is written as its
+    `str()` less any memory address (an object's default repr, as of the WorkflowContext
+    a step is often passed), and a set is sorted."""
+    return json.dumps({"args": args, "kwargs": kwargs}, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=lambda v: json.dumps(v, default=_jsonable))
+    return _ADDRESS.sub("", str(value))
+
+
+def _reordered(name: str, occurrence: int) -> str:
+    return (
+        "the workflow called its steps in a different order on replay: the journal holds "
+        f"call {occurrence} of step '{name}' with other arguments (concurrent branches "
+        "called that step in another order), so this call was neither run nor given the "
+        "recorded call's result."
+    )
+
+
 def _start_step(
-    fn: Callable[..., Awaitable[T] | T], *args: Any, **kwargs: Any
+    bodies: Bodies,
+    fn: Callable[..., Awaitable[T] | T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> asyncio.Future[T]:
     """Start a step on its own: an async step in a task of its own, a plain one in a
     thread, as plain tools are, so that its blocking calls do not stall the event loop.
-    Either takes a copy of the context, with the step's idempotency key in it."""
+    Either takes a copy of the context, with the step's idempotency key in it. The
+    turn's `bodies` count the task, or the thread itself (not the task that waits for
+    it, which the loop's closing can cancel while the thread runs on), until it ends."""
     if inspect.iscoroutinefunction(fn):
-        return asyncio.ensure_future(fn(*args, **kwargs))
+        task = asyncio.ensure_future(fn(*args, **kwargs))
+        bodies.add(task)
+        return task
     run = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
     thread = asyncio.get_running_loop().run_in_executor(None, run)
+    bodies.add(thread)
     return asyncio.ensure_future(_awaited(thread))
 
 
-async def _awaited(thread: Awaitable[Any]) -> Any:
-    value = await thread
+async def _awaited(thread: asyncio.Future[Any]) -> Any:
+    # Shielded: cancelling this task would cancel the thread's future, which would then
+    # say the thread ended while it runs on (`Bodies`).
+    value = await asyncio.shield(thread)
     if inspect.isawaitable(value):  # a plain callable that returned a coroutine
         value = await value
     return value

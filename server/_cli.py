@@ -148,7 +148,14 @@ def shutdown_timeout(settings: Settings, *agents: Agent | Workflow) -> float:
     """How long Hypercorn waits for the app to shut down. The runtime gives turns the
     grace period, then waits for every tool body still running, which is bounded by its
     tool's timeout; a tool without one is waited for as long as it runs, and so is the
-    server. A workflow's steps are not waited for past the grace period."""
+    server. A workflow's steps have no timeout: when a workflow is served, the server
+    waits as long as they run too. A finite limit would have Hypercorn give up on the
+    lifespan and asyncio cancel every task, an async step's included and the task that
+    waits for a thread step: the step left `claimed` (a survivor fails closed a step
+    that ran, G4) and, were the turn handed over, another process driving it while the
+    thread still acts (G3, G8)."""
+    if any(isinstance(a, Workflow) for a in agents):
+        return math.inf
     timeouts = [t.timeout for a in agents if isinstance(a, Agent) for t in a.tools]
     if any(timeout is None for timeout in timeouts):
         return math.inf

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from recovery import Agent, Tool
+from recovery import Agent, Tool, Workflow, WorkflowContext
 from server import Settings
 from server._cli import (
     SHUTDOWN_MARGIN,
@@ -279,3 +279,19 @@ def test_hypercorn_waits_for_the_grace_and_the_longest_tool_timeout() -> None:
     assert shutdown_timeout(settings, tools(5, None)) == math.inf  # waited for as long as it runs
     assert hypercorn_config(settings, tools(90)).shutdown_timeout == 30 + 90 + SHUTDOWN_MARGIN
     assert hypercorn_config(settings, tools(90)).shutdown_timeout > 60
+
+
+def test_hypercorn_waits_for_a_workflows_steps_as_long_as_they_run() -> None:
+    """A workflow's steps have no timeout and are waited for at shutdown: a finite limit
+    would have asyncio cancel a step still running (its entry left `claimed`) and the
+    task waiting for a thread step while the thread runs on."""
+
+    async def handler(ctx: WorkflowContext) -> None:
+        return None
+
+    settings = Settings(shutdown_grace=30)
+    flow = Workflow(handler)
+
+    assert shutdown_timeout(settings, flow) == math.inf
+    assert shutdown_timeout(settings, Agent(), flow) == math.inf  # a named workflow too
+    assert hypercorn_config(settings, flow).shutdown_timeout == math.inf

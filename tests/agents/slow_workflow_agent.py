@@ -1,7 +1,8 @@
 """A workflow whose steps outlive a short shutdown grace: a plain (`def`) step that blocks
 in its thread and an async one, each logging when it starts and when its effect lands
-(files under SIDE_EFFECTS_DIR, as in tests/agents/thread_tool_agent.py); and handlers that
-catch a step's errors to retry it, or run a slow step beside a chain of quick ones."""
+(files under SIDE_EFFECTS_DIR, as in tests/agents/thread_tool_agent.py), and steps that
+outlive the shutdown limit Hypercorn once had; and handlers that catch a step's errors to
+retry it, or run a slow step beside a chain of quick ones."""
 
 from __future__ import annotations
 
@@ -180,3 +181,41 @@ async def finished_at_the_cut(ctx: WorkflowContext) -> str:
     await asyncio.wait({waiter, stepping}, return_when=asyncio.FIRST_COMPLETED)
     await triggered
     return "handler returned"
+
+
+# Longer than the shutdown grace the tests give (0.3 s) plus the 10 s Hypercorn was once
+# given on top of it with a workflow served (server/_cli.py, SHUTDOWN_MARGIN), after which
+# every task was cancelled: the step cut, its turn handed over while its thread still ran.
+LONG = 13.0
+
+
+def long_post(ctx: WorkflowContext, amount: int) -> str:
+    """`post`, through a client slower than the shutdown's old limit."""
+    key = ctx.idempotency_key
+    _append("long_post.started", key, str(amount))
+    time.sleep(LONG)
+    _append("long_post", key, str(amount))
+    return f"posted {amount}"
+
+
+async def long_notify(ctx: WorkflowContext, to: str) -> str:
+    key = ctx.idempotency_key
+    _append("long_notify.started", key, to)
+    await asyncio.sleep(LONG)
+    _append("long_notify", key, to)
+    return f"notified {to}"
+
+
+@workflow
+async def long_plain(ctx: WorkflowContext) -> str:
+    return await ctx.step("long_post", long_post, ctx, 5)
+
+
+@workflow
+async def long_asynchronous(ctx: WorkflowContext) -> str:
+    return await ctx.step("long_notify", long_notify, ctx, "ops")
+
+
+@workflow
+async def long_idempotent(ctx: WorkflowContext) -> str:
+    return await ctx.step("long_post", long_post, ctx, 5, idempotent=True)
