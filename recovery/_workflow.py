@@ -10,10 +10,13 @@
 A handler may be re-executed from the top after a crash: every step that already
 completed returns its recorded result without running again, so the handler resumes at
 its first unfinished step. A step is known by its name and how many times the run has
-called that name (its call id is `step_{k}_{name}` for the k-th call of `name`), not by
+called that name (its call id is `step-{k}-{name}` for the k-th call of `name`), not by
 its place among all the steps: steps of concurrent branches (`asyncio.gather`) may
-interleave differently on every run. So a handler calls the steps of one name in the same
-order, with the same arguments, on every run. A step whose id the journal holds with
+interleave differently on every run. (A run journaled by a server before this one,
+which named the n-th step of any name `step_{n}_{name}`, keeps those ids, found as that
+server found them: a deploy while a workflow runs neither loses nor re-runs its steps.)
+So a handler calls the steps of one name in the same order, with the same arguments, on
+every run. A step whose id the journal holds with
 other arguments (two branches that call one name in an order their timing decides, or
 an argument that differs between runs) is neither run nor given the recorded result:
 the turn fails closed (ToolOutcomeUnknown), as for an ambiguous step, since which call
@@ -97,6 +100,7 @@ class WorkflowContext:
         self.input = input_items
         self.text = text
         self._calls_of: dict[str, int] = {}  # step name -> how often it was called
+        self._ordinal = 0  # steps called so far, for the ids of runs journaled before
         self._said = 0
         self._journal: dict[str, Any] = {}
         # A step found ambiguous (G4), or whose journal or output the store failed to
@@ -156,11 +160,18 @@ class WorkflowContext:
         idempotent: bool,
     ) -> T:
         occurrence = self._calls_of[name] = self._calls_of.get(name, 0) + 1
+        self._ordinal += 1
         call_id = _call_id(name, occurrence)
-        key = idempotency_key(self.response_id, call_id)
         arguments = _arguments(args, kwargs)
         entry = self._journal.get(call_id)
-        if entry is not None and entry.arguments != arguments:
+        legacy_id = f"step_{self._ordinal}_{name}"[:64]
+        legacy = self._journal.get(legacy_id) if entry is None else None
+        if legacy is not None and legacy.tool == name:
+            # A run that a server before per-name ids journaled (a deploy while it ran):
+            # its steps keep the ids they had, found as that server found them.
+            call_id, entry = legacy_id, legacy
+        key = idempotency_key(self.response_id, call_id)
+        if entry is not None and legacy is None and entry.arguments != arguments:
             # Another call of this name took this id in the run that recorded it: concurrent
             # branches called the step in another order. Which of them the entry belongs to
             # is unknown, so neither runs nor gets the other's result (G3, G4).
@@ -304,11 +315,11 @@ def _call_id(name: str, occurrence: int) -> str:
     of every step, it does not depend on how concurrent branches interleave. At most 64
     characters: a longer one keeps a digest of the name, so that two long names that
     start alike do not share an id."""
-    call_id = f"step_{occurrence}_{name}"
+    call_id = f"step-{occurrence}-{name}"
     if len(call_id) <= 64:
         return call_id
     digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    return f"step_{occurrence}_{digest}_{name}"[:64]
+    return f"step-{occurrence}-{digest}-{name}"[:64]
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")

@@ -53,7 +53,7 @@ def test_steps_of_interleaved_branches_are_found_again_after_a_crash(
     first, url = _start(start_server, db, folder, "interleaved")
     response_id = _create(url)
     wait_until(
-        lambda: _journal(db).get("step_1_x_b") == "completed" and bool(log_lines(folder, "y_b")),
+        lambda: _journal(db).get("step-1-x_b") == "completed" and bool(log_lines(folder, "y_b")),
         "x_b recorded while y_b runs",
         deadline=30,
     )
@@ -66,9 +66,9 @@ def test_steps_of_interleaved_branches_are_found_again_after_a_crash(
     assert len(log_lines(folder, "y_b.started")) == 1, "the ambiguous y_b ran again"
     assert final["status"] == "failed", "y_b's outcome is unknown: G4 fails closed"
     assert final["error"]["code"] == "tool_outcome_unknown"
-    assert "'step_1_y_b'" in final["error"]["message"]
+    assert "'step-1-y_b'" in final["error"]["message"]
     assert "different order" not in final["error"]["message"], "no reordering by name"
-    assert set(_journal(db)) == {"step_1_x_a", "step_1_y_a", "step_1_x_b", "step_1_y_b"}
+    assert set(_journal(db)) == {"step-1-x_a", "step-1-y_a", "step-1-x_b", "step-1-y_b"}
     check_replays(url, response_id, final)
 
 
@@ -92,7 +92,7 @@ def test_branches_calling_one_step_in_another_order_on_replay_fail_closed(
     assert final["error"]["code"] == "tool_outcome_unknown"
     message = final["error"]["message"]
     assert "called its steps in a different order on replay" in message, message
-    assert "'send'" in message and "'step_1_send'" in message, message
+    assert "'send'" in message and "'step-1-send'" in message, message
     sent = effects(folder, "send")
     assert sorted(detail for _, detail in sent) == ["x", "y"], "each send took effect once"
     assert len({key for key, _ in sent}) == 2, "under keys of their own"

@@ -155,7 +155,7 @@ def test_a_handler_that_catches_an_unknown_outcome_still_fails_closed(
     assert len(log_lines(folder, "post.started")) == 1, "the step ran again"
     assert final["status"] == "failed"
     assert final["error"]["code"] == "tool_outcome_unknown"
-    assert "step_1_post" in final["error"]["message"]
+    assert "step-1-post" in final["error"]["message"]
     calls = [i["call_id"] for i in final["output"] if i["type"] == "function_call"]
-    assert calls == ["step_1_post"], "no second claim of the step"
+    assert calls == ["step-1-post"], "no second claim of the step"
     check_replays(survivor.url, created["id"], final)

@@ -121,7 +121,7 @@ def test_when_one_branch_fails_the_others_step_is_cut_and_recorded_not_left_clai
     }
     assert sorted(calls) == sorted(outputs), "every call has its output"
     cut = [c for c, text in outputs.items() if "happened is unknown" in text]
-    assert len(cut) == 1 and "_q_" in cut[0], outputs
+    assert len(cut) == 1 and "-q_" in cut[0], outputs
     journal = query(
         server.db, "SELECT call_id, state FROM journal WHERE response_id = ?", created["id"]
     )
@@ -178,7 +178,7 @@ def test_a_step_claimed_as_the_handler_fails_is_recorded_not_run(
     journal = query(
         server.db, "SELECT call_id, state FROM journal WHERE response_id = ?", created["id"]
     )
-    assert journal == [("step_1_consume", "errored")]
+    assert journal == [("step-1-consume", "errored")]
     assert server.stop(signal.SIGTERM, timeout=15) == 0
 
 

@@ -1,9 +1,35 @@
 """A workflow step's call id and recorded arguments: the same in every run and process,
-at most 64 characters, and unique (recovery/_workflow.py)."""
+at most 64 characters, and unique (recovery/_workflow.py); and the ids a server before
+per-name ids gave, still found in the runs it journaled."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from recovery import (
+    ModelEvent,
+    ModelRequest,
+    Runtime,
+    RuntimeSettings,
+    WorkflowContext,
+    normalize_input,
+    open_store,
+    workflow,
+)
+from recovery._admission import new_turn
 from recovery._workflow import _arguments, _call_id
+from store import Fence
+
+
+class Unused:
+    name = "unused"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        raise AssertionError("a workflow calls no model")
+        yield  # pragma: no cover
 
 
 class Opaque:
@@ -21,7 +47,7 @@ def test_a_call_id_names_the_step_and_its_occurrence_and_fits_in_64_characters()
         _call_id(long + "_again", 1),
     }
 
-    assert _call_id("post", 1) == "step_1_post"
+    assert _call_id("post", 1) == "step-1-post"
     assert len(ids) == 6, "unique"
     assert all(len(call_id) <= 64 for call_id in ids)
 
@@ -33,3 +59,46 @@ def test_recorded_arguments_do_not_depend_on_the_process() -> None:
         (Opaque(), {"a", "b"}), {"to": "ops"}
     )
     assert _arguments((1,), {}) != _arguments((2,), {})
+
+
+async def test_a_run_journaled_with_the_former_ids_keeps_them(tmp_path: Path) -> None:
+    """A deploy while a workflow runs: the server before this one numbered a step by its
+    place among all steps (`step_{n}_{name}`). The new server, resuming the run, finds
+    those steps as that server did: the finished ones are not run again, and the
+    ambiguous one fails closed (G3, G4)."""
+    runs: list[str] = []
+
+    def act(name: str) -> str:
+        runs.append(name)
+        return f"{name} done"
+
+    @workflow
+    async def three(ctx: WorkflowContext) -> str:
+        for name in ("a", "b", "c", "d"):
+            await ctx.step(name, act, name)
+        return "finished"
+
+    settings = RuntimeSettings(scan_interval=0.1, heartbeat_interval=0.05)
+    async with open_store(tmp_path / "deploy.db") as store:
+        params = {"model": "m", "input": normalize_input("go"), "background": True}
+        new, events = new_turn(params, "t", None, "old-server", settings)
+        _, _, held = await store.create_response(new, [], events, None, ("old-server", 0.5))
+        assert held is not None
+        fence = Fence("old-server", held.epoch)
+        for n, name in enumerate(("a", "b", "c"), start=1):
+            call = {"tool": name, "arguments": json.dumps({"args": [name], "kwargs": {}})}
+            await store.claim_call(
+                new.id, fence, call_id=f"step_{n}_{name}", idempotency_key=f"k{n}", **call
+            )
+            if name != "c":  # c was running when the old server went away
+                output = json.dumps(f"{name} done")
+                await store.finish_call(
+                    new.id, fence, f"step_{n}_{name}", state="completed", output=output
+                )
+        await asyncio.sleep(0.6)  # its lease expires: the new server takes the run over
+        async with Runtime(store, three, Unused(), settings).running() as runtime:
+            final = await asyncio.wait_for(runtime.wait_final(new.id, "t"), 10)
+
+    assert runs == [], "a and b were recorded, c is ambiguous: nothing ran again"
+    assert final["status"] == "failed" and final["error"]["code"] == "tool_outcome_unknown"
+    assert "step_3_c" in final["error"]["message"]

@@ -73,5 +73,5 @@ async def test_a_step_whose_outcome_could_not_be_recorded_is_not_run_again(
         journal = await store.journal(record.id)
 
     assert runs == [5], "the body ran once"
-    assert [entry.call_id for entry in journal] == ["step_1_pay"], "no second claim"
+    assert [entry.call_id for entry in journal] == ["step-1-pay"], "no second claim"
     assert final["status"] == "failed", final["status"]
