@@ -9,6 +9,14 @@ It is not a language model. It answers the latest user message by echoing its wo
                          one step make parallel calls; `[[next]]` starts the next step's calls
     [[fail]]             fail the step with a server_error
 
+`tool_choice` limits the calls: with `none` it makes none; with a forced function or
+`allowed_tools`, a directive naming another tool is not followed. When a call is required
+(`required`, a forced function, `allowed_tools` in mode `required`) and the turn's first
+step has no directive it may follow, it calls the forced tool, else the first allowed
+one (the server's tools first, then the declared ones), with `{}`. Later steps of the
+turn call only what their directives say: a step after tool outputs answers them rather
+than call again, so a required choice cannot loop.
+
 After tool outputs it answers `NAME -> OUTPUT` for each output it received. Text is
 deterministic; call ids are random, as a real model's are. An answer
 longer than `max_output_tokens` words is cut there and the response ends `incomplete`.
@@ -103,19 +111,21 @@ class EmbeddedModel:
             if item.get("type") == "function_call"
             and (i == 0 or after_user[i - 1].get("type") != "function_call")
         )
-        declared = {tool.get("name") for tool in request.tools}
-        if step < len(plan.steps) and request.tool_choice != "none":
-            calls = [(n, a) for n, a in plan.steps[step] if n in declared]
-            if calls:
-                if not request.parallel_tool_calls:
-                    calls = calls[:1]
-                for index, (name, arguments) in enumerate(calls):
-                    call_id = _call_id()
-                    await self._pause(plan.delay, index)
-                    yield FunctionCallDelta(call_id=call_id, name=name, arguments=arguments)
-                yield SERVED
-                yield Usage(input_tokens=input_tokens, output_tokens=len(calls))
-                return
+        allowed, forced = _choice(request)
+        planned = plan.steps[step] if step < len(plan.steps) else []
+        calls = [(n, a) for n, a in planned if n in allowed]
+        if not calls and forced and step == 0 and allowed:
+            calls = [(allowed[0], "{}")]
+        if calls:
+            if not request.parallel_tool_calls:
+                calls = calls[:1]
+            for index, (name, arguments) in enumerate(calls):
+                call_id = _call_id()
+                await self._pause(plan.delay, index)
+                yield FunctionCallDelta(call_id=call_id, name=name, arguments=arguments)
+            yield SERVED
+            yield Usage(input_tokens=input_tokens, output_tokens=len(calls))
+            return
         words = _answer_words(request.input[user_index + 1 :], plan)
         if request.text_format is not None:
             # One token, never cut short; built off the event loop (bounded, but a few
@@ -160,6 +170,25 @@ class EmbeddedModel:
             # Without a delay, yield to other tasks now and then, not at every delta: each
             # yield waits for a whole turn of a busy event loop.
             await asyncio.sleep(0)
+
+
+def _choice(request: ModelRequest) -> tuple[list[str], bool]:
+    """The tools `tool_choice` lets a step call, in the order the model was given them,
+    and whether it must call one: `none`, none; `auto`, any; `required`, any, and one
+    must be called; a forced function, that one and it must be; `allowed_tools`, those
+    listed, and one must be called when its mode is `required`."""
+    names = [name for tool in request.tools if isinstance(name := tool.get("name"), str)]
+    choice = request.tool_choice
+    if choice == "none":
+        return [], False
+    if not isinstance(choice, dict):
+        return names, choice == "required"
+    if choice.get("type") == "function":
+        return [name for name in names if name == choice.get("name")], True
+    if choice.get("type") == "allowed_tools":
+        listed = {tool.get("name") for tool in choice.get("tools") or () if isinstance(tool, dict)}
+        return [name for name in names if name in listed], choice.get("mode") == "required"
+    return names, False
 
 
 def _structured(text_format: dict[str, Any]) -> str:

@@ -316,3 +316,76 @@ def test_tool_choice_none_answers_in_text(sdk: openai.OpenAI) -> None:
 
     assert [item.type for item in response.output] == ["message"]
     assert response.tool_choice == "none"
+
+
+ONLY_TIME: Any = [
+    pytest.param({"type": "function", "name": "get_time"}, id="forced"),
+    pytest.param(
+        {
+            "type": "allowed_tools",
+            "mode": "auto",
+            "tools": [{"type": "function", "name": "get_time"}],
+        },
+        id="allowed-auto",
+    ),
+]
+
+
+@pytest.mark.parametrize("choice", ONLY_TIME)
+def test_a_directive_the_tool_choice_excludes_is_not_followed(
+    sdk: openai.OpenAI, choice: Any
+) -> None:
+    """The embedded model calls only what `tool_choice` allows: of two directives, the
+    allowed one; with none allowed, a forced choice still calls its tool."""
+    both = sdk.responses.create(
+        model=MODEL,
+        input=CALL_WEATHER + ' [[call get_time {"zone":"UTC"}]]',
+        tools=[WEATHER, TIME],
+        tool_choice=choice,
+    )
+    excluded = sdk.responses.create(
+        model=MODEL, input=CALL_WEATHER + " [[words 1]]", tools=[WEATHER, TIME], tool_choice=choice
+    )
+
+    assert (_single_call(both).name, _single_call(both).arguments) == ("get_time", '{"zone":"UTC"}')
+    if choice["type"] == "function":
+        assert (_single_call(excluded).name, _single_call(excluded).arguments) == ("get_time", "{}")
+    else:
+        assert [item.type for item in excluded.output] == ["message"]
+
+
+REQUIRED: Any = [
+    pytest.param("required", "get_weather", id="required"),
+    pytest.param({"type": "function", "name": "get_time"}, "get_time", id="forced"),
+    pytest.param(
+        {
+            "type": "allowed_tools",
+            "mode": "required",
+            "tools": [{"type": "function", "name": "get_time"}],
+        },
+        "get_time",
+        id="allowed-required",
+    ),
+]
+
+
+@pytest.mark.parametrize(("choice", "called"), REQUIRED)
+def test_a_required_call_is_made_without_a_directive_then_answered(
+    sdk: openai.OpenAI, choice: Any, called: str
+) -> None:
+    """Without a directive, a required call is the forced or first allowed tool with `{}`,
+    at the turn's first step; given its output, the model answers it (no endless calls)."""
+    first = sdk.responses.create(
+        model=MODEL, input="just text", tools=[WEATHER, TIME], tool_choice=choice
+    )
+    call = _single_call(checked_response(first))
+    second = sdk.responses.create(
+        model=MODEL,
+        input=[_output(call.call_id, "done")],
+        previous_response_id=first.id,
+        tools=[WEATHER, TIME],
+        tool_choice=choice,
+    )
+
+    assert (call.name, call.arguments) == (called, "{}")
+    assert second.output_text == f"{called} -> done"
