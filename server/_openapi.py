@@ -400,7 +400,7 @@ _STREAM = _query("stream", {"type": "boolean"}, "Stream the events of a backgrou
 _STARTING_AFTER = _query(
     "starting_after",
     {"type": "integer", "minimum": -1, "maximum": INT64_MAX},
-    "With stream=true: only events after this sequence number.",
+    "With stream=true only (else a 400): only events after this sequence number.",
 )
 _IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",

@@ -210,7 +210,15 @@ async def _ended_elsewhere(runtime: Runtime, response_id: str, who: str) -> dict
 
 
 def _idempotency_key(request: Request) -> str | None:
-    key = request.headers.get("idempotency-key")
+    keys = request.headers.getlist("idempotency-key")
+    if len(keys) > 1:  # which one a retry would send is anyone's guess: refused
+        raise APIError(
+            400,
+            f"The Idempotency-Key header was sent {len(keys)} times: send it once.",
+            param="Idempotency-Key",
+            code="invalid_value",
+        )
+    key = keys[0] if keys else None
     if key is not None and not 1 <= len(key) <= 255:
         raise APIError(
             400,
@@ -271,6 +279,14 @@ async def get_response(request: Request) -> Response:
         query_include(query)
         query_bool(query, "include_obfuscation")  # no delta is padded here: nothing to leave out
     if not query_bool(query, "stream"):
+        if "starting_after" in query:
+            raise APIError(
+                400,
+                "starting_after only applies to a stream: set stream=true to replay the "
+                "events after it, or leave it out to retrieve the response.",
+                param="starting_after",
+                code="invalid_parameter_combination",
+            )
         return raw_json(snapshot)
     if not background:
         raise APIError(

@@ -129,7 +129,9 @@ class Session:
             else:
                 raise _unknown_type(kind)
         except APIError as error:
-            await self._out.event(error_event(error, stream_id))
+            # A `stream_id` that is not a string is echoed by no event, this one included.
+            tag = stream_id if isinstance(stream_id, str) else None
+            await self._out.event(error_event(error, tag))
 
     def _event_of(self, message: Message) -> Event:
         """A client message as an event object; a 400 (or 413) for what is not one."""

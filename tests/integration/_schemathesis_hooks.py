@@ -31,6 +31,7 @@ DOCUMENTED_REFUSALS = {
     ("idempotency_key_reused", "Idempotency-Key"),  # the same key with another body
     ("invalid_parameter_combination", "Idempotency-Key"),  # a key with store: false
     ("invalid_value", "after"),  # a cursor that is no item of the list
+    ("invalid_parameter_combination", "starting_after"),  # needs stream=true
     (None, "response_id"),  # a cancel of a response that is not a background one
 }
 # Tool pairing (an output without its call, a call without its output, an output or a call

@@ -802,6 +802,22 @@ QUERY_CASES = [
     # GET /v1/responses/{id}
     case("retrieve-unknown", "GET", "/v1/responses/resp_nope", status=404, mentions=("resp_nope",)),
     case("retrieve-stream-maybe", "GET", f"/v1/responses/{BG}?stream=maybe", param="stream"),
+    # starting_after only applies to a stream: a snapshot cannot honour it
+    case(
+        "retrieve-starting-after-without-stream",
+        "GET",
+        f"/v1/responses/{BG}?starting_after=3",
+        code="invalid_parameter_combination",
+        param="starting_after",
+        mentions=("stream",),
+    ),
+    case(
+        "retrieve-starting-after-stream-false",
+        "GET",
+        f"/v1/responses/{BG}?stream=false&starting_after=0",
+        code="invalid_parameter_combination",
+        param="starting_after",
+    ),
     case(
         "retrieve-starting-after-negative",
         "GET",

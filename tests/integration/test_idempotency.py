@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import StartServer, make_client
 from tests.integration._responses_support import MODEL, checked_events, sse_events, types
+from tests.support.peek import count
+from tests.support.schemas import validate_error_envelope
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects
 from tests.support.stream_rules import parse_sse
@@ -218,6 +220,24 @@ def test_the_sdk_refuses_a_reused_key_without_retrying(
     assert caught.value.code == "idempotency_key_reused"
     assert len(sent) == 2
     assert sent_emails(effects_dir) == ["one"]
+
+
+def test_two_keys_in_one_create_are_refused_and_run_nothing(
+    tool_server: ServerProcess, http: httpx.Client, effects_dir: Path
+) -> None:
+    """Which of two keys a retry would repeat cannot be known: a 400 naming the header."""
+    headers = [("Idempotency-Key", new_key()), ("Idempotency-Key", new_key())]
+
+    answer = http.post(
+        "/v1/responses", json={"model": MODEL, "input": email("two keys")}, headers=headers
+    )
+
+    assert answer.status_code == 400, answer.text
+    validate_error_envelope(answer.json())
+    error = answer.json()["error"]
+    assert (error["param"], error["code"]) == ("Idempotency-Key", "invalid_value")
+    assert count(tool_server.db, "SELECT count(*) FROM responses") == 0
+    assert sent_emails(effects_dir) == []
 
 
 def test_keys_are_independent(http: httpx.Client, effects_dir: Path) -> None:

@@ -155,6 +155,12 @@ async def test_a_create_that_asks_not_to_stream_is_refused(server: ServerProcess
         pytest.param(
             '{"type": "response.create", "stream_id": 7}', "invalid_type", "stream_id", id="lane"
         ),
+        pytest.param(
+            '{"type": "response.follow", "response_id": "resp_x", "stream_id": {"a": [1]}}',
+            "invalid_type",
+            "stream_id",
+            id="lane-object",
+        ),
     ],
 )
 async def test_a_malformed_message_is_an_error_event_and_the_socket_goes_on(
@@ -170,6 +176,7 @@ async def test_a_malformed_message_is_an_error_event_and_the_socket_goes_on(
     validate_error_envelope({"error": error["error"]})
     assert (error["error"]["type"], error["error"]["code"]) == ("invalid_request_error", code)
     assert error["error"]["param"] == param
+    assert "stream_id" not in error  # a stream_id that is not a string is echoed nowhere
     assert after[-1]["type"] == "response.completed"
 
 
