@@ -49,13 +49,24 @@ def echo_fields(params: dict[str, Any]) -> dict[str, Any]:
     if echo["text"]["format"].get("type") == "json_schema":  # every field, as OpenAI
         echo["text"]["format"] = {"description": None, "strict": False, **echo["text"]["format"]}
     echo["tools"] = [_echoed_tool(tool) for tool in echo["tools"]]
-    reasoning = params.get("reasoning") or {}
-    echo["reasoning"] = {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")}
+    echo["reasoning"] = _echoed_reasoning(params.get("reasoning") or {})
     conversation = params.get("conversation")
     echo["conversation"] = {"id": conversation} if conversation else None
     echo["background"] = bool(params.get("background"))
     if params.get("user") is not None:  # `user: null` fails OpenAI's schema: omit it
         echo["user"] = params["user"]
+    return echo
+
+
+def _echoed_reasoning(reasoning: dict[str, Any]) -> dict[str, Any]:
+    """`reasoning` as OpenAI's Reasoning object has it: `effort` and `summary` always
+    (`summary` also when asked by its old name, `generate_summary`), and `generate_summary`,
+    `context` and `mode` when the request gave them."""
+    summary = reasoning.get("summary") or reasoning.get("generate_summary")
+    echo = {"effort": reasoning.get("effort"), "summary": summary}
+    for key in ("generate_summary", "context", "mode"):
+        if reasoning.get(key) is not None:
+            echo[key] = reasoning[key]
     return echo
 
 

@@ -226,6 +226,34 @@ def test_embedded_reports_the_tier_that_served(client: openai.OpenAI) -> None:
     assert response.service_tier == "default"
 
 
+@pytest.mark.parametrize("effort", ["minimal", "max"])
+def test_openai_s_reasoning_efforts_are_echoed(http: httpx.Client, effort: str) -> None:
+    """`minimal` and `max` are OpenAI's (the SDK sends them), not in Open Responses' enum:
+    a documented divergence (tests/support/schemas.py)."""
+    answer = http.post(
+        "/v1/responses", json={"model": MODEL, "input": "hi", "reasoning": {"effort": effort}}
+    )
+
+    assert answer.status_code == 200, answer.text
+    validate_response(answer.json())
+    assert answer.json()["reasoning"] == {"effort": effort, "summary": None}
+
+
+def test_every_reasoning_field_asked_is_echoed(http: httpx.Client, client: openai.OpenAI) -> None:
+    reasoning = {"generate_summary": "concise", "context": "all_turns", "mode": "pro"}
+
+    answer = http.post(
+        "/v1/responses", json={"model": MODEL, "input": "hi", "reasoning": reasoning}
+    )
+
+    assert answer.status_code == 200, answer.text
+    validate_response(answer.json())
+    assert answer.json()["reasoning"] == {"effort": None, "summary": "concise", **reasoning}
+    retrieved = client.responses.retrieve(answer.json()["id"])
+    assert retrieved.reasoning is not None
+    assert (retrieved.reasoning.summary, retrieved.reasoning.context) == ("concise", "all_turns")
+
+
 # -- the upstream is sent them ------------------------------------------------------------
 
 

@@ -26,6 +26,11 @@ openai SDK) gives ``null`` when none was set, which Open Responses requires as a
 send OpenAI's shape with ``description: null``; ``validate_response`` checks the echoed
 format against each document as that document words it (``_as_in``).
 
+OpenAI's reasoning effort has `minimal` and `max`, which the openai SDK sends, where Open
+Responses' ``ReasoningEffortEnum`` stops at `none` ... `xhigh`. We accept and echo
+OpenAI's values; ``validate_response`` checks an echoed `minimal` or `max` against Open
+Responses as `null` (no effort it names was asked for).
+
 Likewise the reasoning-text events are named ``response.reasoning_text.delta`` /
 ``.done`` by OpenAI (and the openai SDK) but ``response.reasoning.delta`` / ``.done``
 by Open Responses, with the same fields. We send OpenAI's names, and
@@ -217,8 +222,20 @@ def validate_response(obj: Mapping[str, Any]) -> None:
         _check(doc, _RESPONSE[doc], _as_in(doc, obj), f"response {obj.get('id')!r}")
 
 
+# OpenAI's reasoning efforts that Open Responses' ReasoningEffortEnum lacks.
+_OPENAI_ONLY_EFFORTS: Final[frozenset[str]] = frozenset({"minimal", "max"})
+
+
 def _as_in(doc: Document, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """`obj` with its echoed JSON-schema text format as `doc` words it (module docstring)."""
+    """`obj` with its echoed JSON-schema text format, and its reasoning effort, as `doc`
+    words them (module docstring)."""
+    reasoning = obj.get("reasoning")
+    if (
+        doc == OPENRESPONSES
+        and isinstance(reasoning, Mapping)
+        and reasoning.get("effort") in _OPENAI_ONLY_EFFORTS
+    ):
+        obj = {**obj, "reasoning": {**reasoning, "effort": None}}
     text = obj.get("text")
     fmt = text.get("format") if isinstance(text, Mapping) else None
     if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
