@@ -33,11 +33,13 @@ def normalize_item(item: Item) -> Item:
             "status": item.get("status") or "completed",
         }
     if kind == "function_call_output":
+        output = item["output"]
         return {
             "type": "function_call_output",
             "id": item.get("id") or new_id("fco"),
             "call_id": item["call_id"],
-            "output": item["output"],
+            # A list of parts is stored as a message's are (an image's `detail`, ...).
+            "output": output if isinstance(output, str) else [_part(p) for p in output],
             "status": item.get("status") or "completed",
         }
     normalized = {k: v for k, v in item.items() if v is not None}

@@ -12,9 +12,9 @@ Nothing is stored.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, WithJsonSchema
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -23,8 +23,14 @@ from recovery import normalize_input
 from ._context import context, read_body, tenant
 from ._ids import Id
 from ._json_body import parse_json
+from ._request_models import ImageOptions
 from ._request_rules import validate_create
 from ._validation_base import Json, _Strict, validate
+
+
+class CompactPromptCacheOptions(_Strict):
+    ttl: Literal["30m"] | None = None
+    mode: Literal["implicit", "explicit"] | None = None
 
 
 class CompactRequest(_Strict):
@@ -39,9 +45,10 @@ class CompactRequest(_Strict):
     service_tier: (
         Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None
     ) = None
-    # They only tune OpenAI's service: accepted and ignored, as by a create.
-    prompt_cache_options: Annotated[Any, WithJsonSchema({})] = None
-    image: Annotated[Any, WithJsonSchema({})] = None
+    # They only tune OpenAI's service: checked (in the shapes of OpenAI's compact), then
+    # dropped, as by a create.
+    prompt_cache_options: CompactPromptCacheOptions | None = None
+    image: ImageOptions | None = None
 
 
 async def compact_response(request: Request) -> Response:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, Discriminator, Field, Tag, WithJsonSchema
 
 from ._ids import Id
 from ._validation_base import Json, _Strict
@@ -57,11 +57,86 @@ class InputFileInline(_Strict):
     file_url: Annotated[None, WithJsonSchema({"type": "null"})] = None
 
 
+class FileCitation(_Strict):
+    type: Literal["file_citation"]
+    file_id: str
+    index: int
+    filename: str
+
+
+class UrlCitation(_Strict):
+    type: Literal["url_citation"]
+    url: str
+    start_index: int
+    end_index: int
+    title: str
+
+
+class ContainerFileCitation(_Strict):
+    type: Literal["container_file_citation"]
+    container_id: str
+    file_id: str
+    start_index: int
+    end_index: int
+    filename: str
+
+
+class FilePath(_Strict):
+    type: Literal["file_path"]
+    file_id: str
+    index: int
+
+
+_ANNOTATIONS: dict[str, str] = {
+    "file_citation": "FileCitation",
+    "url_citation": "UrlCitation",
+    "container_file_citation": "ContainerFileCitation",
+    "file_path": "FilePath",
+}
+
+
+def _annotation_tag(value: Any) -> str | None:
+    """The branch an annotation is checked against, by its `type`. Each branch is tagged
+    with its model's name, which an error's `param` leaves out (`_validation_errors.py`);
+    what is not an object is checked against the first, to be refused as not one."""
+    if not isinstance(value, dict):
+        return "FileCitation"
+    kind = value.get("type")
+    return _ANNOTATIONS.get(kind) if isinstance(kind, str) else None
+
+
+# OpenAI's `Annotation`: one of four kinds, by `type`.
+Annotation = Annotated[
+    Annotated[FileCitation, Tag("FileCitation")]
+    | Annotated[UrlCitation, Tag("UrlCitation")]
+    | Annotated[ContainerFileCitation, Tag("ContainerFileCitation")]
+    | Annotated[FilePath, Tag("FilePath")],
+    Discriminator(
+        _annotation_tag,
+        custom_error_type="invalid_annotation",
+        custom_error_message="an annotation's type must be one of " + ", ".join(_ANNOTATIONS),
+    ),
+]
+
+
+class TopLogProb(_Strict):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class LogProb(_Strict):
+    token: str
+    logprob: float
+    bytes: list[int]
+    top_logprobs: list[TopLogProb]
+
+
 class OutputText(_Strict):
     type: Literal["output_text"]
     text: str
-    annotations: list[Json] = Field(default_factory=list)
-    logprobs: list[Json] = Field(default_factory=list)
+    annotations: list[Annotation] = Field(default_factory=list)
+    logprobs: list[LogProb] = Field(default_factory=list)
 
 
 class Refusal(_Strict):
@@ -107,11 +182,21 @@ class FunctionCallOutput(_Strict):
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
+class SummaryText(_Strict):
+    type: Literal["summary_text"]
+    text: str
+
+
+class ReasoningText(_Strict):
+    type: Literal["reasoning_text"]
+    text: str
+
+
 class Reasoning(_Strict):
     type: Literal["reasoning"]
     id: Id | None = None
-    summary: list[Json] = Field(default_factory=list)
-    content: list[Json] | None = None
+    summary: list[SummaryText] = Field(default_factory=list)
+    content: list[ReasoningText] | None = None
     encrypted_content: str | None = None
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
@@ -169,7 +254,7 @@ class FunctionTool(_Strict):
     parameters: Json | None = None
     strict: bool | None = None
     defer_loading: bool | None = None
-    allowed_callers: list[str] | None = None
+    allowed_callers: list[Literal["direct", "programmatic"]] | None = None
     output_schema: Json | None = None
 
 
@@ -218,6 +303,51 @@ class StreamOptions(_Strict):
     include_obfuscation: bool | None = None
 
 
+# Newer parameters that only tune OpenAI's service, in the shapes of OpenAI's
+# CreateResponse (the openai SDK's `response_create_params`): checked, then dropped
+# (`_request_rules.py`); nothing here changes an answer of this server.
+
+
+class AccessPrograms(_Strict):
+    cyber: Literal["standard", "daybreak_blue", "daybreak_red"] | None = None
+
+
+class BackgroundOptions(_Strict):
+    completion_window: Literal["soonest", "2h", "8h"] | None = None
+    continuation_id: str | None = None
+
+
+class ImageOptions(_Strict):
+    context_compression: Literal["auto", "enabled", "disabled"] | None = None
+
+
+class PromptCacheOptions(_Strict):
+    ttl: Literal["30m", "12h"] | None = None
+    mode: Literal["implicit", "explicit"] | None = None
+    comparison_response_id: str | None = None
+    # `true` asks for no output (only a warmed cache): refused, as nothing is cached
+    # (_validation_output.check_output_options), and documented as `false` only.
+    prewarm: Annotated[
+        bool | None, WithJsonSchema({"anyOf": [{"const": False}, {"type": "null"}]})
+    ] = None
+
+
+class ModerationConfig(_Strict):
+    mode: Literal["score", "block"]
+
+
+class ModerationPolicy(_Strict):
+    input: ModerationConfig | None = None
+    output: ModerationConfig | None = None
+
+
+class ModerationParam(_Strict):
+    """OpenAI's `moderation`: checked, then refused (this server runs no moderation)."""
+
+    model: str
+    policy: ModerationPolicy | None = None
+
+
 class CreateResponse(_Strict):
     model: str
     input: str | list[Json] | None = None
@@ -256,12 +386,12 @@ class CreateResponse(_Strict):
     # Known but not supported here: refused with a clear message
     # (_validation_output.UNSUPPORTED_PARAMETERS).
     prompt: Annotated[Json | None, WithJsonSchema({"type": "null"})] = None
-    # 2026 additions that only tune the service: accepted and ignored.
-    access_programs: Any = None
-    background_options: Any = None
-    image: Any = None
-    moderation: Any = None
-    prompt_cache_options: Any = None
+    moderation: Annotated[ModerationParam | None, WithJsonSchema({"type": "null"})] = None
+    # 2026 additions that only tune the service: checked, then dropped.
+    access_programs: AccessPrograms | None = None
+    background_options: BackgroundOptions | None = None
+    image: ImageOptions | None = None
+    prompt_cache_options: PromptCacheOptions | None = None
 
 
 # -- conversations --------------------------------------------------------------------

@@ -12,8 +12,9 @@ from ._errors import APIError
 
 # Pydantic names each branch of a union in an error's location (`str`,
 # `list[dict[str,any]]`, `ConversationRef`, ...); these are not fields. Matched exactly,
-# never by prefix: `stream`, `store` and `strict` are fields that begin with `str`.
-_UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "bytes"})
+# never by prefix: `stream`, `store` and `strict` are fields that begin with `str`. Not
+# `bytes`: no request model has a bytes branch, and a logprob has a field of that name.
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "none"})
 _UNION_TAG_PREFIXES = ("list[", "dict[", "literal[", "function-", "json-or-python[", "tuple[")
 
 _TYPE_NAMES = {

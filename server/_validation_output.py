@@ -89,6 +89,8 @@ Include = Annotated[
 # Known parameters asking for what this server cannot do: 400 unsupported_parameter.
 UNSUPPORTED_PARAMETERS = {
     "prompt": "Prompt templates ('prompt') are not supported by this server.",
+    "moderation": "Moderation ('moderation') is not supported: this server does not run "
+    "moderation on a response's input or output.",
 }
 
 
@@ -98,6 +100,14 @@ def check_output_options(params: Json) -> None:
     for name, message in UNSUPPORTED_PARAMETERS.items():
         if params.get(name) is not None:
             raise APIError(400, message, param=name, code="unsupported_parameter")
+    if (params.get("prompt_cache_options") or {}).get("prewarm"):
+        raise APIError(
+            400,
+            "prompt_cache_options.prewarm is not supported: this server has no prompt cache "
+            "to prepare, and would answer the request.",
+            param="prompt_cache_options.prewarm",
+            code="unsupported_value",
+        )
     text = params.get("text")
     if text and text.get("format") is not None:
         text["format"] = validate_text_format(text["format"], path="text.format")

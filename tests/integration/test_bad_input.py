@@ -151,6 +151,14 @@ def turn(**changes: Any) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
+USER = {"role": "user", "content": "x"}
+
+
+def _said(**fields: Any) -> dict[str, Any]:
+    """An assistant message replayed with one `output_text` part holding `fields`."""
+    return {"role": "assistant", "content": [{"type": "output_text", "text": "a", **fields}]}
+
+
 def meta_17() -> dict[str, str]:
     return {f"key{i}": "v" for i in range(17)}
 
@@ -203,6 +211,132 @@ CREATE_CASES = [
             ("user", "output_text"),
             ("system", "refusal"),
         )
+    ),
+    # replayed items' parts in OpenAI's shapes, each field checked (stored and listed
+    # otherwise, they broke OpenAI's ResponseItemList)
+    case(
+        "reasoning-summary-not-a-summary-part",
+        "POST",
+        "/v1/responses",
+        turn(input=[{"type": "reasoning", "summary": [{"foo": 1}]}, USER]),
+        code="missing_required_parameter",
+        param="input[0].summary[0].type",
+    ),
+    case(
+        "reasoning-content-of-another-type",
+        "POST",
+        "/v1/responses",
+        turn(input=[{"type": "reasoning", "summary": [], "content": [{"type": "x"}]}, USER]),
+        code="invalid_value",
+        param="input[0].content[0].type",
+    ),
+    case(
+        "output-text-annotation-of-no-type",
+        "POST",
+        "/v1/responses",
+        turn(input=[_said(annotations=[{"w": 1}]), USER]),
+        code="invalid_value",
+        param="input[0].content[0].annotations[0]",
+        mentions=("url_citation",),
+    ),
+    case(
+        "output-text-url-citation-without-title",
+        "POST",
+        "/v1/responses",
+        turn(
+            input=[
+                _said(
+                    annotations=[
+                        {"type": "url_citation", "url": "u", "start_index": 0, "end_index": 1}
+                    ]
+                ),
+                USER,
+            ]
+        ),
+        code="missing_required_parameter",
+        param="input[0].content[0].annotations[0].title",
+    ),
+    case(
+        "output-text-logprob-without-token",
+        "POST",
+        "/v1/responses",
+        turn(input=[_said(logprobs=[{"x": 1}]), USER]),
+        code="missing_required_parameter",
+        param="input[0].content[0].logprobs[0].token",
+    ),
+    case(
+        "output-text-top-logprob-bytes-not-integers",
+        "POST",
+        "/v1/responses",
+        turn(
+            input=[
+                _said(
+                    logprobs=[
+                        {
+                            "token": "a",
+                            "logprob": 0,
+                            "bytes": [97],
+                            "top_logprobs": [{"token": "a", "logprob": 0, "bytes": ["a"]}],
+                        }
+                    ]
+                ),
+                USER,
+            ]
+        ),
+        code="invalid_type",
+        param="input[0].content[0].logprobs[0].top_logprobs[0].bytes[0]",
+    ),
+    case(
+        "tool-allowed-caller-unknown",
+        "POST",
+        "/v1/responses",
+        turn(tools=[{"type": "function", "name": "f", "allowed_callers": ["anyone"]}]),
+        code="invalid_value",
+        param="tools[0].allowed_callers[0]",
+    ),
+    # newer parameters that only tune OpenAI's service: dropped, but checked first
+    *(
+        case(f"{name}-malformed", "POST", "/v1/responses", turn(**{name: value}), param=param)
+        for name, value, param in (
+            ("prompt_cache_options", "x", "prompt_cache_options"),
+            ("prompt_cache_options", {"ttl": "forever"}, "prompt_cache_options.ttl"),
+            ("prompt_cache_options", {"zzz": 1}, "prompt_cache_options.zzz"),
+            ("image", [1, 2], "image"),
+            ("image", {"context_compression": "max"}, "image.context_compression"),
+            ("background_options", False, "background_options"),
+            (
+                "background_options",
+                {"completion_window": "1y"},
+                "background_options.completion_window",
+            ),
+            ("access_programs", {"cyber": "x"}, "access_programs.cyber"),
+        )
+    ),
+    # it asks for no answer, only a warmed cache; there is no cache
+    case(
+        "prompt-cache-prewarm",
+        "POST",
+        "/v1/responses",
+        turn(prompt_cache_options={"ttl": "30m", "prewarm": True}),
+        code="unsupported_value",
+        param="prompt_cache_options.prewarm",
+    ),
+    # this server runs no moderation: refused, never dropped
+    case(
+        "moderation",
+        "POST",
+        "/v1/responses",
+        turn(moderation={"model": "omni-moderation-latest"}),
+        code="unsupported_parameter",
+        param="moderation",
+        mentions=("moderation",),
+    ),
+    case(
+        "moderation-malformed",
+        "POST",
+        "/v1/responses",
+        turn(moderation={"bogus": True}),
+        param="moderation.model",
     ),
     # unknown parameters, top level and nested
     case(
@@ -1012,8 +1146,6 @@ QUERY_CASES = [
         param="after",
     ),
 ]
-
-USER = {"role": "user", "content": "x"}
 
 
 def raw_turn(fields: str) -> bytes:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
 from tests.integration._responses_support import MODEL, SLOW, SLOW_WORDS, checked_response
+from tests.support.schemas import validate_item_list
 from tests.support.waiting import wait_terminal
 
 CLIENTS = [
@@ -105,6 +107,53 @@ def test_input_items_of_a_string_input_are_one_user_message(sdk: openai.OpenAI) 
     assert item.type == "message"
     assert item.role == "user"
     assert _texts([item]) == ["just text [[words 2]]"]
+
+
+def test_replayed_reasoning_and_annotations_are_stored_within_the_item_list_schema(
+    http: httpx.Client,
+) -> None:
+    """A reasoning item's parts and an answer's annotations and logprobs, in OpenAI's
+    shapes (anything else is a 400: tests/integration/test_bad_input.py), are stored and
+    listed as they came."""
+    logprob = {"token": "a", "logprob": -0.5, "bytes": [97]}
+    said = {
+        "type": "output_text",
+        "text": "a",
+        "annotations": [
+            {
+                "type": "url_citation",
+                "url": "https://x.test",
+                "start_index": 0,
+                "end_index": 1,
+                "title": "X",
+            },
+            {"type": "file_citation", "file_id": "file-1", "index": 0, "filename": "a.txt"},
+            {
+                "type": "container_file_citation",
+                "container_id": "cntr_1",
+                "file_id": "file-2",
+                "start_index": 0,
+                "end_index": 1,
+                "filename": "b.txt",
+            },
+            {"type": "file_path", "file_id": "file-3", "index": 1},
+        ],
+        "logprobs": [{**logprob, "top_logprobs": [logprob]}],
+    }
+    reasoning = {
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "thought"}],
+        "content": [{"type": "reasoning_text", "text": "thinking"}],
+    }
+    items = [reasoning, {"role": "assistant", "content": [said]}, {"role": "user", "content": "go"}]
+
+    created = http.post("/v1/responses", json={"model": MODEL, "input": items})
+
+    assert created.status_code == 200, created.text
+    page = http.get(f"/v1/responses/{created.json()['id']}/input_items?order=asc").json()
+    validate_item_list(page, "input_items")
+    assert page["data"][0]["summary"] == reasoning["summary"]
+    assert page["data"][1]["content"] == [said]
 
 
 def test_input_items_after_an_unknown_item_is_refused(sdk: openai.OpenAI, five: str) -> None:

@@ -402,6 +402,25 @@ BAD_COMPACTS: list[Any] = [
         "previous_response_not_found",
         id="unknown-previous",
     ),
+    # what only tunes OpenAI's service is dropped, but in the shapes OpenAI's compact takes
+    pytest.param(
+        {"model": "m", "input": "hi", "prompt_cache_options": "x"},
+        "prompt_cache_options",
+        "invalid_type",
+        id="prompt-cache-options-not-an-object",
+    ),
+    pytest.param(
+        {"model": "m", "input": "hi", "prompt_cache_options": {"ttl": "12h"}},
+        "prompt_cache_options.ttl",
+        "invalid_value",
+        id="prompt-cache-ttl-compact-has-not",
+    ),
+    pytest.param(
+        {"model": "m", "input": "hi", "image": {"context_compression": "max"}},
+        "image.context_compression",
+        "invalid_value",
+        id="image-options-malformed",
+    ),
 ]
 
 

@@ -24,7 +24,8 @@ from tests.integration._issue16_support import MODEL, Rig, rig_on
 from tests.integration._responses_support import checked_response, dump
 from tests.support.fake_upstream import FakeUpstream, text
 from tests.support.peek import count
-from tests.support.schemas import validate_error_envelope
+from tests.support.schemas import validate_error_envelope, validate_item_list
+from tests.support.server import ServerProcess
 
 PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n tiny").decode()
 PDF_BYTES = b"%PDF-1.4 a tiny document " * 4  # 100 bytes
@@ -230,3 +231,40 @@ def test_the_embedded_model_takes_images_and_files_and_reads_only_the_text(
     checked_response(response)
     assert response.status == "completed"
     assert set(response.output_text.split()) == {"Look:"}
+
+
+def test_an_image_in_a_tool_output_is_stored_as_a_message_s_and_lists_within_the_schemas(
+    server: ServerProcess,
+) -> None:
+    """A tool output's parts are normalized as a message's: an image without `detail` is
+    stored `auto`, which OpenAI's item lists require."""
+    items = [
+        {"type": "function_call", "call_id": "c_img", "name": "f", "arguments": "{}"},
+        {
+            "type": "function_call_output",
+            "call_id": "c_img",
+            "output": [
+                {"type": "input_text", "text": "the picture:"},
+                {"type": "input_image", "image_url": URL},
+            ],
+        },
+    ]
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        created = http.post(
+            "/v1/responses",
+            json={
+                "model": "embedded",
+                "input": items,
+                "tools": [{"type": "function", "name": "f"}],
+            },
+        )
+        assert created.status_code == 200, created.text
+        listed = http.get(f"/v1/responses/{created.json()['id']}/input_items?order=asc").json()
+        conversation = http.post("/v1/conversations", json={"items": items})
+        assert conversation.status_code == 200, conversation.text
+        page = http.get(f"/v1/conversations/{conversation.json()['id']}/items?order=asc").json()
+
+    for stored in (listed["data"][1], page["data"][1]):
+        assert stored["output"][1] == {"type": "input_image", "image_url": URL, "detail": "auto"}
+    validate_item_list(listed, "input_items")
+    validate_item_list(page, "conversation")

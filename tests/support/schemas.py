@@ -62,6 +62,7 @@ __all__ = [
     "validate_error_envelope",
     "validate_event",
     "validate_item",
+    "validate_item_list",
     "validate_response",
 ]
 
@@ -257,6 +258,13 @@ def validate_item(item: Mapping[str, Any]) -> None:
     """Validate one output item (message, function_call, function_call_output, ...)."""
     for doc in (OPENRESPONSES, OPENAI):
         _check(doc, _ITEM[doc], item, f"item {item.get('type')!r} {item.get('id')!r}")
+
+
+def validate_item_list(page: Mapping[str, Any], of: Literal["input_items", "conversation"]) -> None:
+    """Validate a page of stored items (`input_items.list`, a conversation's items) against
+    OpenAI's ResponseItemList / ConversationItemList (Open Responses has no such lists)."""
+    name = "ResponseItemList" if of == "input_items" else "ConversationItemList"
+    _check(OPENAI, name, page, f"{of} page")
 
 
 def validate_event(event: Mapping[str, Any]) -> None:
