@@ -16,7 +16,7 @@ from ._context import context, read_body, tenant
 from ._errors import APIError
 from ._ids import IdConvertor  # noqa: F401 (registers `{name:id}` before the routes below)
 from ._json_body import parse_json
-from ._query import query_include, query_int, query_order
+from ._query import query_after, query_include, query_int, query_order
 from ._request_models import AddConversationItems, CreateConversation, UpdateConversation
 from ._request_rules import validate_items
 from ._responses_routes import list_page, raw_json
@@ -113,7 +113,7 @@ async def list_items(request: Request) -> Response:
     query_include(query)
     limit = query_int(query, "limit", default=20, low=1, high=100)
     assert limit is not None
-    after = query.get("after")
+    after = query_after(query)
     page = await _conversations(request).list_items(
         record, after=after, order=query_order(query), limit=limit
     )

@@ -75,6 +75,18 @@ def query_order(query: Mapping[str, str]) -> Literal["asc", "desc"]:
     )
 
 
+def query_after(query: Mapping[str, str]) -> str | None:
+    """The item id a page starts after. No stored id holds a NUL character (PostgreSQL's
+    text cannot), so one here names no item: a 400, as for an unknown id, not a store
+    error."""
+    after = query.get("after")
+    if after is not None and "\x00" in after:
+        raise APIError(
+            400, "No item with this id in this list.", param="after", code="invalid_value"
+        )
+    return after
+
+
 def query_include(query: QueryParams) -> None:
     """Check the `include[]` values of a read as a create's `include` is checked: unknown
     values and hosted tools' are a 400 naming them. A stored object holds what its create

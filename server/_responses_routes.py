@@ -34,7 +34,7 @@ from ._errors import APIError
 from ._ids import IdConvertor
 from ._input_tokens import count_input_tokens
 from ._json_body import parse_json
-from ._query import query_bool, query_include, query_int, query_order
+from ._query import query_after, query_bool, query_include, query_int, query_order
 from ._request_rules import validate_create
 from ._settings import Settings
 from ._sse import StreamSlot, stream_to
@@ -322,7 +322,7 @@ async def list_input_items(request: Request) -> Response:
     query_include(query)
     limit = query_int(query, "limit", default=20, low=1, high=100)
     assert limit is not None
-    after = query.get("after")
+    after = query_after(query)
     page = await ctx.inspector.input_items(
         record, after=after, order=query_order(query), limit=limit
     )

@@ -1062,6 +1062,13 @@ QUERY_CASES = [
         f"/v1/responses/{RESP}/input_items?after=msg_nope",
         param="after",
     ),
+    # no id holds a NUL (PostgreSQL's text cannot): unknown, not a store error
+    case(
+        "input-items-after-nul",
+        "GET",
+        f"/v1/responses/{RESP}/input_items?after=msg%00",
+        param="after",
+    ),
     # conversations by id
     case(
         "conversation-retrieve-unknown",
@@ -1145,6 +1152,7 @@ QUERY_CASES = [
         f"/v1/conversations/{CONV}/items?after=msg_nope",
         param="after",
     ),
+    case("items-after-nul", "GET", f"/v1/conversations/{CONV}/items?after=%00", param="after"),
 ]
 
 
