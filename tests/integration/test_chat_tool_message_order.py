@@ -90,17 +90,7 @@ def test_conversation_message_added_while_the_answering_turn_runs(
     )
     assert [i.type for i in first.output] == ["function_call"]
     fake.push(text("It is sunny in Paris today, enjoy.", pace=0.3))
-    second = client.responses.create(
-        model=MODEL,
-        conversation=conv.id,
-        input=[_out("call_w", "sunny")],
-        tools=[WEATHER],
-        background=True,
-    )
-    time.sleep(0.8)
-    client.conversations.items.create(conv.id, items=[_user("and tomorrow?")])
-    second = wait_terminal(client, second.id)
-    assert second.status == "completed", second.error
+    answer_while_the_user_says_more(client, conv.id)
     listed = client.conversations.items.list(conv.id, order="asc").data
     items = [item.type + ":" + (getattr(item, "role", "") or "") for item in listed]
     fake.push(text("Tomorrow too."))
@@ -109,3 +99,20 @@ def test_conversation_message_added_while_the_answering_turn_runs(
     )
     assert fake.refusals == [], (fake.refusals, fake.requests[-1]["messages"], items)
     assert third.status == "completed", third.error
+
+
+def answer_while_the_user_says_more(client: openai.OpenAI, conversation_id: str) -> None:
+    """Answer call_w in a background turn and, while it runs (its answer is paced by the
+    test), add the user's next message through the items API, as a chat UI does: it is
+    stored between the call and its output."""
+    second = client.responses.create(
+        model=MODEL,
+        conversation=conversation_id,
+        input=[_out("call_w", "sunny")],
+        tools=[WEATHER],
+        background=True,
+    )
+    time.sleep(0.8)
+    client.conversations.items.create(conversation_id, items=[_user("and tomorrow?")])
+    ended = wait_terminal(client, second.id)
+    assert ended.status == "completed", ended.error

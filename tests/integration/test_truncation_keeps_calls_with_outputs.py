@@ -6,7 +6,6 @@ the output without its call, which the strict fake refuses, as OpenAI does."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,9 @@ import pytest
 
 from tests.conftest import StartServer
 from tests.integration._issue16_support import ServeResponses, responses_servers
+from tests.integration.test_chat_tool_message_order import answer_while_the_user_says_more
 from tests.support.client_tools import WEATHER
 from tests.support.fake_responses_upstream import FakeResponsesUpstream, fault, text, tool_calls
-from tests.support.waiting import wait_terminal
 
 MODEL = "fake-model"
 CALL = ("call_w", "get_weather", '{"city":"Paris"}')
@@ -88,17 +87,7 @@ def test_conversation_message_added_while_answer_runs(
     fake.push(tool_calls(CALL))
     client.responses.create(model=MODEL, conversation=conv.id, input="weather?", tools=[WEATHER])
     fake.push(text("It is sunny in Paris today, enjoy.", pace=0.3))
-    second = client.responses.create(
-        model=MODEL,
-        conversation=conv.id,
-        input=[_out("call_w", "sunny")],
-        tools=[WEATHER],
-        background=True,
-    )
-    time.sleep(0.8)
-    client.conversations.items.create(conv.id, items=[_user("and tomorrow?")])
-    second = wait_terminal(client, second.id)
-    assert second.status == "completed", second.error
+    answer_while_the_user_says_more(client, conv.id)
     assert fake.refusals == []
     fake.push(fault(400, body=OVERFLOW), text("Bye."))
     third = client.responses.create(

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from recovery import (
-    ModelEvent,
-    ModelRequest,
     Runtime,
     RuntimeSettings,
     WorkflowContext,
@@ -22,14 +19,7 @@ from recovery import (
 from recovery._admission import new_turn
 from recovery._workflow import _arguments, _call_id
 from store import Fence
-
-
-class Unused:
-    name = "unused"
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        raise AssertionError("a workflow calls no model")
-        yield  # pragma: no cover
+from tests.recovery.test_workflow_store_errors import Unused
 
 
 class Opaque:

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from recovery import (
-    ModelEvent,
-    ModelRequest,
     Runtime,
     RuntimeSettings,
     WorkflowContext,
@@ -25,18 +22,11 @@ from recovery import (
     open_store,
     workflow,
 )
+from tests.recovery.test_workflow_store_errors import Unused
 
 SETTINGS = RuntimeSettings(
     scan_interval=0.1, heartbeat_interval=0.05, lease_ttl=60, shutdown_grace=0.1
 )
-
-
-class Unused:
-    name = "unused"
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        raise AssertionError("a workflow calls no model")
-        yield  # pragma: no cover
 
 
 async def _cut_when_draining(runtime: Runtime) -> None:
