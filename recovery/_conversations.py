@@ -80,7 +80,10 @@ class Conversations:
 
         def check(stored: list[str], waiting: list[str]) -> None:
             history, _ = drop_orphaned_outputs(loads_all(stored))
-            ahead = loads_all(waiting)
+            # An item a waiting turn carries that is added here stays where it is added:
+            # the turn leaves it out when it ends.
+            added = {item.get("id") for item in items}
+            ahead = [item for item in loads_all(waiting) if item.get("id") not in added]
             check_tool_pairing([*history, *ahead], items, allow_pending=True, param="items")
             check_no_split_call([*history, *items, *ahead], param="items")
 
