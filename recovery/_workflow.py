@@ -162,7 +162,7 @@ class WorkflowContext:
         occurrence = self._calls_of[name] = self._calls_of.get(name, 0) + 1
         self._ordinal += 1
         call_id = _call_id(name, occurrence)
-        arguments = _arguments(args, kwargs)
+        arguments, comparable = _arguments(args, kwargs)
         entry = self._journal.get(call_id)
         legacy_id = f"step_{self._ordinal}_{name}"[:64]
         legacy = self._journal.get(legacy_id) if entry is None else None
@@ -171,7 +171,7 @@ class WorkflowContext:
             # its steps keep the ids they had, found as that server found them.
             call_id, entry = legacy_id, legacy
         key = idempotency_key(self.response_id, call_id)
-        if entry is not None and legacy is None and entry.arguments != arguments:
+        if entry is not None and legacy is None and comparable and entry.arguments != arguments:
             # Another call of this name took this id in the run that recorded it: concurrent
             # branches called the step in another order. Which of them the entry belongs to
             # is unknown, so neither runs nor gets the other's result (G3, G4).
@@ -325,18 +325,25 @@ def _call_id(name: str, occurrence: int) -> str:
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    """A step's arguments as JSON, compared on replay with those recorded, so the same
-    in every process for the same values: what JSON cannot hold is written as its
-    `str()` less any memory address (an object's default repr, as of the WorkflowContext
-    a step is often passed), and a set is sorted."""
-    return json.dumps({"args": args, "kwargs": kwargs}, default=_jsonable)
+def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, bool]:
+    """A step's arguments as JSON, and whether that text is the same in every process
+    for the same values, so that a replay may compare it with the recorded one. What JSON
+    cannot hold is written as its `str()` less any memory address, which can differ
+    between processes (a set inside an object prints in its process's hash order, a
+    counter, an id): such arguments are recorded but not compared. The WorkflowContext a
+    step is often passed, and sets of plain values (sorted), compare."""
+    plain = True
 
+    def jsonable(value: Any) -> Any:
+        nonlocal plain
+        if isinstance(value, WorkflowContext):
+            return "<workflow context>"
+        if isinstance(value, set | frozenset):
+            return sorted(value, key=lambda v: json.dumps(v, default=jsonable))
+        plain = False
+        return _ADDRESS.sub("", str(value))
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=lambda v: json.dumps(v, default=_jsonable))
-    return _ADDRESS.sub("", str(value))
+    return json.dumps({"args": args, "kwargs": kwargs}, default=jsonable), plain
 
 
 def _reordered(name: str, occurrence: int) -> str:

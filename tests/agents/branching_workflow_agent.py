@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from recovery import WorkflowContext, workflow
@@ -83,3 +84,27 @@ async def same_name(ctx: WorkflowContext) -> str:
     x, y = await asyncio.gather(branch_x(), branch_y())
     await ctx.step("linger", act, ctx, "linger", "z", 20.0, idempotent=True)
     return f"x got '{x}', y got '{y}'"
+
+
+@dataclass
+class Order:
+    """A step argument JSON cannot hold: written as its str(), whose set prints in the
+    process's string-hash order."""
+
+    sku: str
+    tags: set[str] = field(default_factory=set)
+
+
+def charge(ctx: WorkflowContext, order: Order) -> str:
+    record_effect("charge", ctx.idempotency_key, order.sku)
+    return f"charged {order.sku}"
+
+
+@workflow
+async def tagged(ctx: WorkflowContext) -> str:
+    """No branches: a step given an Order, then one that lingers (a test kills the
+    process meanwhile)."""
+    order = Order("sku-1", {f"tag-{i}" for i in range(12)})
+    await ctx.step("charge", charge, ctx, order)
+    await ctx.step("linger", act, ctx, "linger", "x", 8.0, idempotent=True)
+    return "done"

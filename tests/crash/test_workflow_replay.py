@@ -99,3 +99,25 @@ def test_branches_calling_one_step_in_another_order_on_replay_fail_closed(
     assert len(log_lines(folder, "send.started")) == 2, "no send ran again"
     assert len(log_lines(folder, "linger.started")) == 1, "the turn stopped before linger"
     check_replays(url, response_id, final)
+
+
+def test_a_step_given_what_json_cannot_hold_is_found_again_in_another_process(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
+) -> None:
+    """No branches at all: a step's argument is an object whose str() differs between
+    processes (a set inside it prints in the process's string-hash order). Such
+    arguments are recorded but not compared: the recovering process reuses the step's
+    recorded result rather than failing the turn as reordered."""
+    db, folder = new_store("wf"), tmp_path / "effects"
+    args = ("--agent", "tests.agents.branching_workflow_agent:tagged", *FAST)
+    env = {"SIDE_EFFECTS_DIR": str(folder)}
+    first = start_server(*args, db=db, env={**env, "PYTHONHASHSEED": "1"})
+    response_id = _create(first.url)
+    wait_until(lambda: bool(log_lines(folder, "linger.started")), "the charge recorded")
+    first.kill()
+
+    survivor = start_server(*args, db=db, env={**env, "PYTHONHASHSEED": "2"})
+    final = wait_terminal(survivor.url, response_id, deadline=60)
+
+    assert final["status"] == "completed", final.get("error")
+    assert list(runs_per_key(folder, "charge").values()) == [1], "charged once"
