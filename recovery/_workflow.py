@@ -16,11 +16,12 @@ interleave differently on every run. (A run journaled by a server before this on
 which named the n-th step of any name `step_{n}_{name}`, keeps those ids, found as that
 server found them: a deploy while a workflow runs neither loses nor re-runs its steps.)
 So a handler calls the steps of one name in the same order, with the same arguments, on
-every run. A step whose id the journal holds with
-other arguments (two branches that call one name in an order their timing decides, or
-an argument that differs between runs) is neither run nor given the recorded result:
-the turn fails closed (ToolOutcomeUnknown), as for an ambiguous step, since which call
-the entry belongs to is unknown. Steps run at most once unless marked
+every run. A step whose id the journal holds with other arguments (two branches that
+call one name in an order their timing decides, or an argument that differs between
+runs) is neither run nor given the recorded result: the turn fails closed
+(ToolOutcomeUnknown), as for an ambiguous step, since which call the entry belongs to
+is unknown. (Arguments are compared only where every process writes them alike:
+`_arguments`.) Steps run at most once unless marked
 `idempotent=True`: they are journaled by the protocol of server tool calls (_calls.py,
 G3/G4), and a step found `claimed` that is not idempotent fails the turn closed, even if
 the handler catches the error (every later step raises it again, and so does the end).
