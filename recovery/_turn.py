@@ -39,13 +39,14 @@ class Stop:
     ends the turn at its next safe point; a drain (a graceful shutdown) pauses it at its
     next step boundary without ending it, for another process to resume."""
 
-    __slots__ = ("cancelled", "draining", "reason", "steered")
+    __slots__ = ("_woken", "cancelled", "draining", "reason", "steered")
 
     def __init__(self) -> None:
         self.reason: str | None = None  # "cancelled", "interrupt", "rollback" or "steer"
         self.draining = False
         self.steered = False  # a `response.steer` asked, whichever reason won
         self.cancelled = asyncio.Event()  # set at the request: tools see ToolContext.cancelled
+        self._woken = asyncio.Event()  # set at a request or a drain: ends `wait`
 
     def request(self, reason: str) -> None:
         """Ask the turn to stop; of several requests the strongest decides how it ends:
@@ -54,19 +55,22 @@ class Stop:
         if self.reason is None or _STRENGTH.get(reason, 0) > _STRENGTH.get(self.reason, 0):
             self.reason = reason
         self.cancelled.set()
+        self._woken.set()
 
     def drain(self) -> None:
         self.draining = True
+        self._woken.set()
 
     @property
     def requested(self) -> bool:
         return self.reason is not None
 
     async def wait(self, seconds: float) -> None:
-        """Sleep `seconds` (a retry's backoff), woken by a stop request, then `check`: a
-        cancel must not wait for a retry that a 429's Retry-After may put a minute off."""
+        """Sleep `seconds` (a retry's backoff), woken by a stop request or a drain, then
+        `check`: neither a cancel nor a graceful shutdown may wait for a retry that a 429's
+        Retry-After may put a minute off."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.cancelled.wait(), seconds)
+            await asyncio.wait_for(self._woken.wait(), seconds)
         self.check()
 
     def check(self) -> None:

@@ -10,6 +10,7 @@ retries that never run a tool twice (G6).
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from tests.conftest import StartServer, make_client
+from tests.conftest import NewStore, StartServer, make_client
 from tests.integration._responses_support import (
     checked_events,
     checked_response,
@@ -45,7 +46,7 @@ from tests.support.fake_upstream import (
 from tests.support.server import ServerProcess
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.stream_rules import parse_sse
-from tests.support.waiting import wait_status, wait_terminal
+from tests.support.waiting import wait_status, wait_terminal, wait_until
 
 MODEL = "fake-model"
 PARIS = ("call_paris", "lookup", '{"city":"Paris"}')
@@ -593,3 +594,28 @@ def test_a_cancel_does_not_wait_for_a_retry_s_backoff(serve: Serve) -> None:
 
     assert cancelled.status == "cancelled"
     assert len(rig.fake.requests) == 1
+
+
+def test_a_graceful_shutdown_does_not_wait_for_a_retry_s_backoff(
+    start_server: StartServer, new_store: NewStore, fake_upstream: FakeUpstream
+) -> None:
+    """A drain pauses a turn waiting out a model retry's backoff at once (a safe point:
+    nothing of the failed call was kept) and hands it over; it does not keep the process
+    alive for the Retry-After, however long the grace period allows."""
+    db = new_store("shared")
+    cli = ("--upstream-base-url", fake_upstream.url, "--shutdown-grace", "60")
+    first = start_server(*cli, db=db)
+    fake_upstream.push(fault(429, {"Retry-After": "60"}), text("after the hand-over"))
+    job = httpx.post(
+        f"{first.url}/v1/responses",
+        json={"model": MODEL, "input": "Hi", "background": True},
+        timeout=30,
+    ).json()
+    wait_until(lambda: bool(fake_upstream.arrivals), "the first attempt")
+
+    assert first.stop(signal.SIGTERM, timeout=20) == 0, "exited without waiting 60 s"
+    survivor = start_server(*cli, db=db)
+    final = wait_terminal(survivor.url, job["id"])
+
+    assert final["status"] == "completed", final["error"]
+    assert len(fake_upstream.requests) == 2
