@@ -104,9 +104,7 @@ class Admissions:
                 # A rolled-back turn leaves nothing in the conversation to answer.
                 after_running=busy and strategy != "rollback",
             )
-            self._check_compaction_items(agent, history, params)
-            _check_declared_tools(agent, params)
-            check_tool_choice(agent, params)
+            self._check_against(agent, history, params)
             new, events = new_turn(params, tenant, lane, self._runs.owner, self._settings)
             admission = Admission(
                 reject_if_busy=strategy == "reject",
@@ -163,22 +161,24 @@ class Admissions:
             after_running=busy and self._settings.multitask_strategy != "rollback",
         )
         checked = {**params, "input": given}
-        self._check_compaction_items(agent, history, checked)
-        _check_declared_tools(agent, checked)
-        check_tool_choice(agent, checked)
+        self._check_against(agent, history, checked)
         return agent, history, given
 
-    def _check_compaction_items(
+    def _check_against(
         self, agent: Agent | Workflow, history: list[dict[str, Any]], params: dict[str, Any]
     ) -> None:
-        """Refuse a compaction item another server made that this turn's model cannot
-        read (_compaction.py), in its input or in the history it continues."""
+        """Refuse, for a create and a count alike, a compaction item another server made
+        that this turn's model cannot read (_compaction.py), in its input or in the
+        history it continues; a declared tool the server provides; a `tool_choice` naming
+        a tool the turn does not have."""
         check_compaction_items(
             history,
             params["input"],
             reads_foreign=takes_compaction_items(self._roster.model_of(agent)),
             history_param="conversation" if params.get("conversation") else "previous_response_id",
         )
+        _check_declared_tools(agent, params)
+        check_tool_choice(agent, params)
 
     async def _commit(
         self,

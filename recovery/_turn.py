@@ -15,9 +15,8 @@ without writing (docs/guarantees.md, Terms: Lease).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +68,7 @@ class Stop:
         """Sleep `seconds` (a retry's backoff), woken by a stop request or a drain, then
         `check`: neither a cancel nor a graceful shutdown may wait for a retry that a 429's
         Retry-After may put a minute off."""
-        with contextlib.suppress(TimeoutError):
+        with suppress(TimeoutError):
             await asyncio.wait_for(self._woken.wait(), seconds)
         self.check()
 
