@@ -11,6 +11,8 @@ from typing import Any
 from store import Store
 
 from ._errors import InvalidRequest
+from ._ids import new_id
+from ._model import FunctionCallDelta
 from ._references import check_new_ids
 from ._status import ResponseStatus
 
@@ -169,6 +171,24 @@ def unpaired_call(items: list[Item]) -> str | None:
     if open_calls:
         return f"function call '{next(iter(open_calls))}' with no output"
     return None
+
+
+def fresh_call_ids(deltas: list[FunctionCallDelta], seen: list[Item]) -> list[FunctionCallDelta]:
+    """A step's calls, each whose call id is already in `seen` (the history and this
+    turn's output) under a new one. Some models number their calls from `call_0` on every
+    turn: kept, the id would name two calls in one history, and the client's output for
+    the new call would be refused as a second output of the old one (G5). The new id is
+    what is published and recorded, so the client, the history and recovery all use it."""
+    taken = {item["call_id"] for item in seen if "call_id" in item}
+    if not any(delta.call_id in taken for delta in deltas):
+        return deltas
+    renamed: dict[str, str] = {}
+    for delta in deltas:
+        if delta.call_id in taken and delta.call_id not in renamed:
+            renamed[delta.call_id] = new_id("call")
+    return [
+        FunctionCallDelta(renamed.get(d.call_id, d.call_id), d.name, d.arguments) for d in deltas
+    ]
 
 
 def loads_all(texts: Iterable[str]) -> list[Item]:

@@ -35,7 +35,7 @@ from ._backoff import retry_delay
 from ._compactor import Compactor
 from ._emitter import Emitter
 from ._errors import InvalidRequest, ModelError, StepFailed, ToolOutcomeUnknown, TurnStopped
-from ._history import history_items, load_history, unpaired_call
+from ._history import fresh_call_ids, history_items, load_history, unpaired_call
 from ._items import text_of
 from ._json import dumps
 from ._model import (
@@ -208,6 +208,7 @@ class TurnRunner:
                 await self._compact(compactor, history)
                 self._stop.check()  # a drain or cancel that came during the compaction
                 incomplete, deltas = await self._model_step(agent, history)
+                deltas = fresh_call_ids(deltas, history + self._emitter.output)
                 first = len(self._emitter.output)
                 # Closing the step's message goes with its calls: with server calls, both
                 # commit with the step record, so no step's text is ever logged as

@@ -201,7 +201,10 @@ async def _chunks_to_events(
                 if index not in calls:
                     # Some servers omit the id: a fresh one, never `call_<index>`, which
                     # the next step would reuse (sharing a journal entry and history).
+                    # One given to two calls of this answer would merge them into one.
                     call_id = call.get("id") or new_id("call")
+                    if any(call_id == used for used, _ in calls.values()):
+                        call_id = new_id("call")
                     name = function.get("name")
                     if not name:
                         raise ModelError("The upstream model sent a tool call without a name.")

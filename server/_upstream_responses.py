@@ -271,6 +271,7 @@ class _Reader:
         self._started: set[str] = set()  # messages and reasoning items announced
         self._streamed: set[str] = set()  # items some of whose text was streamed
         self._done: set[str] = set()  # items finished (their text or call yielded)
+        self._call_ids: set[str] = set()  # of every call of this answer
 
     def read(self, event: dict[str, Any]) -> Iterator[ModelEvent]:
         kind = event.get("type")
@@ -350,8 +351,12 @@ class _Reader:
         name = item.get("name")
         if not isinstance(name, str) or not name:
             raise ModelError("The upstream model sent a tool call without a name.")
-        # A call without an id gets a fresh one, never one the next step would reuse.
+        # A call without an id gets a fresh one, never one the next step would reuse;
+        # so does one whose id another call of this answer has (they would merge).
         call_id = text(item.get("call_id")) or new_id("call")
+        if call_id in self._call_ids:
+            call_id = new_id("call")
+        self._call_ids.add(call_id)
         call = self._calls[key] = _Call(call_id, name, [str(item.get("arguments") or "")])
         return call
 

@@ -27,6 +27,7 @@ import pytest
 
 from tests.conftest import StartServer
 from tests.crash._support import log_lines
+from tests.support.client_tools import WEATHER
 from tests.support.fake_upstream import FakeUpstream, text, tool_calls
 from tests.support.side_effects import effects, runs_per_key
 from tests.support.waiting import wait_until
@@ -141,3 +142,77 @@ def test_call_ids_repeated_across_steps_each_run_their_own_tool_call(
     assert sorted(runs_per_key(folder, "lookup").values()) == [1, 1], "one key per step"
     answered = [m["content"] for m in fake_upstream.requests[2]["messages"] if m["role"] == "tool"]
     assert [json.loads(a)["city"] for a in answered] == ["Paris", "Rome"]
+
+
+def _call_ids(response: dict[str, Any]) -> list[str]:
+    return [i["call_id"] for i in response["output"] if i["type"] == "function_call"]
+
+
+def test_a_call_id_repeated_in_a_later_turn_is_renamed_so_the_clients_output_is_taken(
+    start_server: StartServer, fake_upstream: FakeUpstream
+) -> None:
+    server = start_server("--upstream-base-url", fake_upstream.url)
+    paris, rome = '{"city":"Paris"}', '{"city":"Rome"}'
+    # A model that numbers its calls from call_0 on every turn.
+    fake_upstream.push(
+        tool_calls(("call_0", "get_weather", paris)),
+        text("Sunny in Paris."),
+        tool_calls(("call_0", "get_weather", rome)),
+        text("Rainy in Rome."),
+    )
+    url = f"{server.url}/v1/responses"
+
+    def turn(previous: str | None, given: Any) -> dict[str, Any]:
+        body = {"model": "m", "input": given, "tools": [WEATHER], "previous_response_id": previous}
+        answer = httpx.post(url, json=body, timeout=30)
+        assert answer.status_code == 200, answer.text
+        reply: dict[str, Any] = answer.json()
+        assert reply["status"] == "completed", reply.get("error")
+        return reply
+
+    def output(call_id: str, said: str) -> list[dict[str, str]]:
+        return [{"type": "function_call_output", "call_id": call_id, "output": said}]
+
+    first = turn(None, "Paris?")
+    assert _call_ids(first) == ["call_0"]
+    second = turn(first["id"], output("call_0", "sunny"))
+    third = turn(second["id"], "And Rome?")
+    [renamed] = _call_ids(third)
+    assert renamed != "call_0" and renamed.startswith("call_")
+    fourth = turn(third["id"], output(renamed, "rainy"))  # refused as a second output before
+    assert fourth["output"][-1]["content"][0]["text"] == "Rainy in Rome."
+
+    assert fake_upstream.refusals == []
+    sent = fake_upstream.requests[-1]["messages"]
+    asked = [c["id"] for m in sent if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert asked == answered == ["call_0", renamed]
+    assert [m["content"] for m in sent if m["role"] == "tool"] == ["sunny", "rainy"]
+
+
+def test_two_calls_of_one_answer_under_one_id_stay_two_calls(
+    start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    folder = tmp_path / "effects"
+    server = start_server(
+        "--upstream-base-url",
+        fake_upstream.url,
+        "--agent",
+        "tests.agents.tool_agent:agent",
+        env={"SIDE_EFFECTS_DIR": str(folder)},
+    )
+    fake_upstream.push(
+        tool_calls(
+            ("call_0", "lookup", '{"city":"Paris"}'), ("call_0", "lookup", '{"city":"Rome"}')
+        ),
+        text("Sunny in both."),
+    )
+
+    response = _run(server.url, "Paris and Rome?")
+
+    assert response["status"] == "completed", response.get("error")
+    ids = _call_ids(response)
+    assert len(ids) == len(set(ids)) == 2
+    assert [json.loads(o)["city"] for o in _outputs(response)] == ["Paris", "Rome"]
+    assert sorted(detail for _, detail in effects(folder, "lookup")) == ["Paris", "Rome"]
+    assert fake_upstream.refusals == []

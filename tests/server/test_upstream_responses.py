@@ -122,6 +122,22 @@ async def test_arguments_given_only_at_done_are_the_calls() -> None:
     ]
 
 
+async def test_two_calls_under_one_id_stay_two_calls() -> None:
+    def call(index: int, city: str) -> Event:
+        item = {"type": "function_call", "id": f"fc_{index}", "call_id": "call_0", "name": "f"}
+        return {
+            "type": "response.output_item.done",
+            "output_index": index,
+            "item": {**item, "arguments": json.dumps({"city": city})},
+        }
+
+    events = await _events(_stream(call(0, "Paris"), call(1, "Rome"), _completed()))
+
+    first, second = [e for e in events if isinstance(e, FunctionCallDelta)]
+    assert first == FunctionCallDelta("call_0", "f", '{"city": "Paris"}')
+    assert second.call_id not in ("call_0", "") and second.arguments == '{"city": "Rome"}'
+
+
 async def test_an_incomplete_response_keeps_its_text_and_drops_its_cut_call() -> None:
     cut = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "f", "arguments": '{"a'}
     text = {"type": "message", "id": "msg_1", "content": [{"type": "refusal", "refusal": "No."}]}
