@@ -37,6 +37,7 @@ from ._metrics import Metrics
 from ._middleware import EdgeMiddleware
 from ._models_routes import ModelCatalog, UpstreamModels
 from ._openapi import build_document, openapi_endpoint
+from ._poll import PollShortcut
 from ._settings import Settings
 from ._sse import StreamSlots
 from ._store_wait import StoreWait
@@ -278,6 +279,7 @@ def create_app(
         routes=routes,
         middleware=[
             Middleware(EdgeMiddleware, keys=keys, access=AccessLog(metrics, config.access_log)),
+            Middleware(PollShortcut),  # inside the edge: request id, tenant, access record
         ],
         exception_handlers=handlers,
         lifespan=lifespan,

@@ -174,6 +174,8 @@ def test_an_unreachable_database_at_start_up_is_waited_for_with_503s_and_then_se
             assert set(error) == {"message", "type", "param", "code"}
             assert int(refused.headers["retry-after"]) >= 1
             assert refused.headers["x-should-retry"] == "true"
+            polled = http.get("/v1/responses/resp_not_yet")  # the poll's shortcut too
+            assert polled.status_code == 503 and polled.json()["error"] == error, polled.text
 
             with pytest.raises(InvalidStatus) as upgrade:  # WebSocket mode: refused alike
                 ws_connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=10)
