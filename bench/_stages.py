@@ -63,7 +63,7 @@ _STORE = "store/sqlite/_store.py"
 
 # The event loop's thread.
 LOOP_RULES: tuple[Rule, ...] = (
-    ("poll", _in(_ROUTES, "get_response") + _in("server/_poll.py", "_answered")),
+    ("poll", _in(_ROUTES, "get_response") + _in("server/_poll.py", "_snapshot")),
     (
         "parse",
         _in(_ROUTES, "create_params", "_idempotency_key")

@@ -29,23 +29,25 @@ class PollShortcut:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET" and not scope["query_string"]:
             found = _POLL_PATH.fullmatch(scope["path"])
-            if found is not None and await _answered(scope, found.group(1), send):
+            body = None if found is None else await _snapshot(scope, found.group(1))
+            if body is not None:
+                scope["endpoint"] = get_response  # the route it stands for, in metrics and log
+                # The headers Starlette's Response gives the route's answer, in its order.
+                length = str(len(body)).encode()
+                headers = [(b"content-length", length), (b"content-type", b"application/json")]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
 
 
-async def _answered(scope: Scope, response_id: str, send: Send) -> bool:
+async def _snapshot(scope: Scope, response_id: str) -> bytes | None:
+    """The response's snapshot, or None for the route to answer."""
     ctx: AppContext | None = getattr(scope["app"].state, "context", None)
     if ctx is None:  # waiting for its store: the route gives the 503
-        return False
+        return None
     try:
         snapshot, _ = await ctx.runtime.snapshot(response_id, scope["state"].get("tenant", ""))
     except Exception:  # the route reads again and renders the error itself
-        return False
-    body = snapshot.encode()
-    scope["endpoint"] = get_response  # the route it stands for, in metrics and access log
-    # The headers Starlette's Response gives the route's answer, in its order.
-    headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-    return True
+        return None
+    return snapshot.encode()
