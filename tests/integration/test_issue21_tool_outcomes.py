@@ -13,7 +13,8 @@ call must be what happened (docs/guarantees.md G3, G4, G5), against a real serve
 - An upstream that repeats call ids across steps (every step's call `call_0`) got the
   first step's output reused without running the tool: the journal was keyed by
   (response, call id). It is keyed by (response, step, call id) now, and the
-  idempotency key names the step too.
+  idempotency key names the step too; and a call id already in the history, or given to
+  two calls of one answer, is published under a new id, so the client can answer it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def _run(url: str, prompt: str) -> dict[str, Any]:
     body = {"model": "m", "input": prompt}
     response: dict[str, Any] = httpx.post(f"{url}/v1/responses", json=body, timeout=30).json()
     return response
+
+
+def _call_ids(response: dict[str, Any]) -> list[str]:
+    return [i["call_id"] for i in response["output"] if i["type"] == "function_call"]
 
 
 def _outputs(response: dict[str, Any]) -> list[str]:
@@ -116,8 +121,18 @@ def test_a_tool_that_raises_cancelled_error_by_itself_has_failed(
     assert _outputs(again) == [output["output"]]
 
 
-def test_call_ids_repeated_across_steps_each_run_their_own_tool_call(
-    start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path
+PARIS, ROME = ("call_0", "lookup", '{"city":"Paris"}'), ("call_0", "lookup", '{"city":"Rome"}')
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param((tool_calls(PARIS), tool_calls(ROME)), id="across-steps"),
+        pytest.param((tool_calls(PARIS, ROME),), id="in-one-answer"),
+    ],
+)
+def test_call_ids_repeated_each_run_their_own_tool_call(
+    start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path, script: Any
 ) -> None:
     folder = tmp_path / "effects"
     server = start_server(
@@ -127,25 +142,21 @@ def test_call_ids_repeated_across_steps_each_run_their_own_tool_call(
         "tests.agents.tool_agent:agent",
         env={"SIDE_EFFECTS_DIR": str(folder)},
     )
-    fake_upstream.push(
-        tool_calls(("call_0", "lookup", '{"city":"Paris"}')),
-        tool_calls(("call_0", "lookup", '{"city":"Rome"}')),
-        text("Sunny in both."),
-    )
+    fake_upstream.push(*script, text("Sunny in both."))
 
     response = _run(server.url, "Paris, then Rome?")
 
     assert response["status"] == "completed", response.get("error")
+    ids = _call_ids(response)
+    assert len(ids) == len(set(ids)) == 2, ids
     cities = [json.loads(o)["city"] for o in _outputs(response)]
     assert cities == ["Paris", "Rome"]
-    assert [detail for _, detail in effects(folder, "lookup")] == ["Paris", "Rome"]
-    assert sorted(runs_per_key(folder, "lookup").values()) == [1, 1], "one key per step"
-    answered = [m["content"] for m in fake_upstream.requests[2]["messages"] if m["role"] == "tool"]
+    assert sorted(detail for _, detail in effects(folder, "lookup")) == ["Paris", "Rome"]
+    assert sorted(runs_per_key(folder, "lookup").values()) == [1, 1], "one key per call"
+    sent = fake_upstream.requests[-1]["messages"]
+    answered = [m["content"] for m in sent if m["role"] == "tool"]
     assert [json.loads(a)["city"] for a in answered] == ["Paris", "Rome"]
-
-
-def _call_ids(response: dict[str, Any]) -> list[str]:
-    return [i["call_id"] for i in response["output"] if i["type"] == "function_call"]
+    assert fake_upstream.refusals == []
 
 
 def test_a_call_id_repeated_in_a_later_turn_is_renamed_so_the_clients_output_is_taken(
@@ -188,31 +199,3 @@ def test_a_call_id_repeated_in_a_later_turn_is_renamed_so_the_clients_output_is_
     answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
     assert asked == answered == ["call_0", renamed]
     assert [m["content"] for m in sent if m["role"] == "tool"] == ["sunny", "rainy"]
-
-
-def test_two_calls_of_one_answer_under_one_id_stay_two_calls(
-    start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path
-) -> None:
-    folder = tmp_path / "effects"
-    server = start_server(
-        "--upstream-base-url",
-        fake_upstream.url,
-        "--agent",
-        "tests.agents.tool_agent:agent",
-        env={"SIDE_EFFECTS_DIR": str(folder)},
-    )
-    fake_upstream.push(
-        tool_calls(
-            ("call_0", "lookup", '{"city":"Paris"}'), ("call_0", "lookup", '{"city":"Rome"}')
-        ),
-        text("Sunny in both."),
-    )
-
-    response = _run(server.url, "Paris and Rome?")
-
-    assert response["status"] == "completed", response.get("error")
-    ids = _call_ids(response)
-    assert len(ids) == len(set(ids)) == 2
-    assert [json.loads(o)["city"] for o in _outputs(response)] == ["Paris", "Rome"]
-    assert sorted(detail for _, detail in effects(folder, "lookup")) == ["Paris", "Rome"]
-    assert fake_upstream.refusals == []
