@@ -16,7 +16,7 @@ from store import Conflict, ConversationRecord, ItemRow
 
 from ._compaction import check_no_split_call
 from ._errors import InvalidRequest, LaneLocked, NotFound
-from ._history import check_tool_pairing, drop_orphaned_outputs, loads_all
+from ._history import check_tool_pairing, check_unpublished, drop_orphaned_outputs, loads_all
 from ._ids import new_id
 from ._items import normalize_item
 from ._json import dumps
@@ -88,6 +88,7 @@ class Conversations:
             check_no_split_call([*history, *items, *ahead], param="items")
 
         items = await resolve_references(self._store, items, tenant=tenant, param="items")
+        await check_unpublished(self._store, conversation_id, tenant, items)
         rows = _rows(items)
         try:
             added = await self._store.add_conversation_items(

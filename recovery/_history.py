@@ -340,12 +340,51 @@ async def check_input(
     return history
 
 
-async def _running_items(store: Store, conversation_id: str | None) -> list[Item]:
+async def check_unpublished(
+    store: Store, conversation_id: str, tenant: str, items: list[Item]
+) -> None:
+    """Refuse, naming the call, an item added to a conversation by the items API that is
+    a call its running turn has published, or an output of one (G5): that call joins the
+    conversation when the turn ends, after these items, so the conversation would hold
+    the call twice, or an output before its call. Checked before the append's
+    transaction, as a create's input is; the output belongs in the conversation's next
+    turn, whose create accepts it at once."""
+    published = {
+        item["call_id"]
+        for item in await _running_items(store, conversation_id, tenant)
+        if item.get("type") == "function_call"
+    }
+    for item in items:
+        call_id = item.get("call_id")
+        if call_id not in published:
+            continue
+        if item.get("type") == "function_call":
+            raise InvalidRequest(
+                f"Duplicate function call with call_id '{call_id}': the conversation's "
+                "running response made this call, and adds it to the conversation when "
+                "it ends.",
+                param="items",
+                code="duplicate_tool_call",
+            )
+        if item.get("type") == "function_call_output":
+            raise InvalidRequest(
+                f"Function call '{call_id}' was made by the conversation's running response "
+                "and joins the conversation only when that response ends: send this output "
+                "as the input of the conversation's next response instead.",
+                param="items",
+                code="tool_call_not_found",
+            )
+
+
+async def _running_items(
+    store: Store, conversation_id: str | None, tenant: str | None = None
+) -> list[Item]:
     """The items the conversation's running turn has published so far (its calls go out
     with its step record, before its snapshot holds them): the conversation holds them
-    once it ends, before the input of a turn queued behind it."""
+    once it ends, before the input of a turn queued behind it. With `tenant`, none of
+    another tenant's turn."""
     running = await store.running_turn(conversation_id) if conversation_id else None
-    if running is None:
+    if running is None or tenant not in (None, running.tenant):
         return []
     items = history_items(json.loads(running.snapshot)["output"])
     recorded = await store.get_step(running.id, running.step)

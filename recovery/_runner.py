@@ -35,7 +35,7 @@ from ._backoff import retry_delay
 from ._compactor import Compactor
 from ._emitter import Emitter
 from ._errors import InvalidRequest, ModelError, StepFailed, ToolOutcomeUnknown, TurnStopped
-from ._history import fresh_call_ids, history_items, load_history, unpaired_call
+from ._history import fresh_call_ids, history_items, load_history, loads_all, unpaired_call
 from ._items import text_of
 from ._json import dumps
 from ._model import (
@@ -208,7 +208,7 @@ class TurnRunner:
                 await self._compact(compactor, history)
                 self._stop.check()  # a drain or cancel that came during the compaction
                 incomplete, deltas = await self._model_step(agent, history)
-                deltas = fresh_call_ids(deltas, history + self._emitter.output)
+                deltas = fresh_call_ids(deltas, await self._taken(history, deltas))
                 first = len(self._emitter.output)
                 # Closing the step's message goes with its calls: with server calls, both
                 # commit with the step record, so no step's text is ever logged as
@@ -256,6 +256,16 @@ class TurnRunner:
             self._stop.check()
             if len(calls) > len(server_calls):
                 return Outcome(ResponseStatus.COMPLETED)  # a client tool call ends the turn
+
+    async def _taken(self, history: list[Item], deltas: list[FunctionCallDelta]) -> list[Item]:
+        """The items whose call ids a step's new calls may not take: the history, this
+        turn's output and, in a conversation, what joined it since the turn started (the
+        items API) and the inputs of the turns queued on it."""
+        taken = history + self._emitter.output
+        conversation_id = self._record.conversation_id
+        if deltas and conversation_id is not None:
+            taken += loads_all(await self._store.conversation_tool_items(conversation_id))
+        return taken
 
     async def _start(self) -> None:
         """Emit the opening lifecycle events, or rebuild the state of a resumed run."""

@@ -218,6 +218,15 @@ class ConversationStore(PostgresBase):
         )
         return [r[0] for r in rows]
 
+    async def conversation_tool_items(self, conversation_id: str) -> list[str]:
+        rows = await self._db.fetch(
+            "read conversation tool items",
+            f"SELECT item FROM conversation_items WHERE conversation_id = $1 AND {_MAYBE_TOOL_ITEM}"
+            f" UNION ALL ({_WAITING_TOOL_ITEMS})",
+            conversation_id,
+        )
+        return [r[0] for r in rows if _call_id(r[0]) is not None]
+
 
 async def _waiting(tx: Tx, conversation_id: str) -> list[str]:
     rows = await tx.conn.fetch(_WAITING_TOOL_ITEMS, conversation_id)

@@ -180,6 +180,14 @@ class ConversationStore(StoreBase):
         )
         return [r[0] for r in rows]
 
+    async def conversation_tool_items(self, conversation_id: str) -> list[str]:
+        stored = await self._readers.fetchall(
+            f"SELECT item FROM conversation_items WHERE conversation_id = ? AND {_TOOL_ITEM}",
+            (conversation_id,),
+        )
+        waiting = await self._readers.fetchall(_WAITING_TOOL_ITEMS, (conversation_id,))
+        return [r[0] for r in stored] + [r[0] for r in waiting]
+
 
 def _waiting(tx: Tx, conversation_id: str) -> list[str]:
     return [r[0] for r in tx.conn.execute(_WAITING_TOOL_ITEMS, (conversation_id,)).fetchall()]

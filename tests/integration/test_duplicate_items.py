@@ -297,20 +297,24 @@ def test_a_conversation_refuses_a_call_it_holds(rig: Rig, route: str) -> None:
     assert stored_responses(rig) == 0 and rig.fake.requests == []
 
 
-def test_a_queued_turn_repeating_the_call_the_running_turn_makes_fails_at_once(
+def test_a_call_the_running_turn_makes_under_a_queued_turns_call_id_gets_a_new_id(
     rig: Rig,
 ) -> None:
     conversation = rig.client.conversations.create(items=[{"role": "user", "content": "hi"}]).id
     gate = Gate(rig.fake, tool_calls(("call_1", "get_weather", '{"city":"Paris"}')))
     first = start_turn(rig, conversation, {"role": "user", "content": "weather?"})
     wait_status(rig.client, first, "in_progress")
-    second = start_turn(rig, conversation, CALL, OUTPUT)  # call_1 is not in the history yet
+    second = start_turn(rig, conversation, CALL, OUTPUT)  # the client's own call_1, answered
     gate.release()
 
-    assert wait_terminal(rig.client, first).status == "completed"
+    ran = wait_terminal(rig.client, first)
+    assert ran.status == "completed"
+    [made] = [i.call_id for i in ran.output if i.type == "function_call"]
+    assert made != "call_1"  # the queued input holds call_1: the model's call gets a new id
+    # The queued turn then starts after a client call nobody answered, and fails at once.
     ended = wait_terminal(rig.client, second, deadline=15)
     assert ended.status == "failed"
     assert ended.error is not None
-    assert (ended.error.code, ended.error.type) == ("duplicate_tool_call", "invalid_request_error")
-    assert "call_1" in ended.error.message
+    assert (ended.error.code, ended.error.type) == ("tool_output_missing", "invalid_request_error")
+    assert made in ended.error.message
     assert len(rig.fake.requests) == 1 and not rig.fake.refusals

@@ -199,3 +199,162 @@ def test_a_call_id_repeated_in_a_later_turn_is_renamed_so_the_clients_output_is_
     answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
     assert asked == answered == ["call_0", renamed]
     assert [m["content"] for m in sent if m["role"] == "tool"] == ["sunny", "rainy"]
+
+
+def _wait_ended(http: httpx.Client, response_id: str) -> dict[str, Any]:
+    def ended() -> bool:
+        return http.get(f"/v1/responses/{response_id}").json()["status"] not in (
+            "queued",
+            "in_progress",
+        )
+
+    wait_until(ended, f"response {response_id} to end", 20)
+    reply: dict[str, Any] = http.get(f"/v1/responses/{response_id}").json()
+    return reply
+
+
+# A model that says six words (1.8 s) and then calls get_weather as call_0, as it would
+# number its first call of every turn.
+SLOW_CALL = tool_calls(
+    ("call_0", "get_weather", '{"city":"Paris"}'), preface="one two three four five six", pace=0.3
+)
+OSLO = [
+    {
+        "type": "function_call",
+        "call_id": "call_0",
+        "name": "get_weather",
+        "arguments": '{"city":"Oslo"}',
+    },
+    {"type": "function_call_output", "call_id": "call_0", "output": "snow"},
+]
+
+
+def test_a_call_id_added_to_the_conversation_while_the_turn_runs_is_not_reused(
+    start_server: StartServer, fake_upstream: FakeUpstream
+) -> None:
+    server = start_server("--upstream-base-url", fake_upstream.url)
+    fake_upstream.push(SLOW_CALL, text("Sunny."), text("Hello."))
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        conv = http.post("/v1/conversations", json={}).json()["id"]
+        asked = {"model": "m", "tools": [WEATHER], "conversation": conv}
+        first = http.post("/v1/responses", json={**asked, "input": "Paris?", "background": True})
+        assert first.status_code == 200, first.text
+        wait_until(
+            lambda: (
+                http.get(f"/v1/responses/{first.json()['id']}").json()["status"] == "in_progress"
+            ),
+            "the turn to run",
+        )
+        added = http.post(f"/v1/conversations/{conv}/items", json={"items": OSLO})
+        assert added.status_code == 200, added.text
+
+        ended = _wait_ended(http, first.json()["id"])
+        assert ended["status"] == "completed", ended.get("error")
+        [published] = _call_ids(ended)
+        assert published != "call_0"
+        items = http.get(f"/v1/conversations/{conv}/items", params={"order": "asc"}).json()
+        held = [i["call_id"] for i in items["data"] if i["type"] == "function_call"]
+        assert sorted(held) == sorted(["call_0", published])
+
+        answer = {"type": "function_call_output", "call_id": published, "output": "sunny"}
+        answered = http.post("/v1/responses", json={**asked, "input": [answer]})
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["status"] == "completed", answered.json().get("error")
+        later = http.post("/v1/responses", json={**asked, "input": "and now?"})
+        assert later.json()["status"] == "completed", later.json().get("error")
+    assert fake_upstream.refusals == []
+
+
+def test_a_call_id_in_a_queued_turns_input_is_not_reused_by_the_running_turn(
+    start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    server = start_server(
+        "--upstream-base-url",
+        fake_upstream.url,
+        "--agent",
+        "tests.agents.tool_agent:agent",
+        env={"SIDE_EFFECTS_DIR": str(tmp_path / "effects")},
+    )
+    slow_lookup = tool_calls(
+        ("call_0", "lookup", '{"city":"Paris"}'), preface="one two three four five", pace=0.3
+    )
+    fake_upstream.push(slow_lookup, text("Sunny."), text("Snow, then."))
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        conv = http.post("/v1/conversations", json={}).json()["id"]
+        asked = {"model": "m", "conversation": conv, "background": True}
+        first = http.post("/v1/responses", json={**asked, "input": "Paris?"})
+        assert first.status_code == 200, first.text
+        wait_until(
+            lambda: (
+                http.get(f"/v1/responses/{first.json()['id']}").json()["status"] == "in_progress"
+            ),
+            "the turn to run",
+        )
+        oslo = [
+            {"type": "function_call", "call_id": "call_0", "name": "lookup", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_0", "output": "snow"},
+            {"role": "user", "content": "And Oslo?"},
+        ]
+        queued = http.post("/v1/responses", json={**asked, "input": oslo})
+        assert queued.status_code == 200, queued.text
+        assert queued.json()["status"] == "queued"
+
+        ran = _wait_ended(http, first.json()["id"])
+        assert ran["status"] == "completed", ran.get("error")
+        [renamed] = _call_ids(ran)
+        assert renamed != "call_0"
+        # The queued turn, whose input holds its own call_0 and its output, runs next:
+        # before, it failed at its start with duplicate_tool_call.
+        second = _wait_ended(http, queued.json()["id"])
+        assert second["status"] == "completed", second.get("error")
+    assert fake_upstream.refusals == []
+
+
+def test_the_items_api_refuses_a_call_the_running_turn_published_or_its_output(
+    start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    server = start_server(
+        "--upstream-base-url",
+        fake_upstream.url,
+        "--agent",
+        "tests.agents.tool_agent:agent",
+        env={"SIDE_EFFECTS_DIR": str(tmp_path / "effects")},
+    )
+    # The server tool's call is published with its step; the answer after it takes 2.4 s.
+    fake_upstream.push(
+        tool_calls(("call_s", "lookup", '{"city":"Paris"}')),
+        text("it is sunny in Paris today, warm and bright", pace=0.3),
+        text("Hello."),
+    )
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        conv = http.post("/v1/conversations", json={}).json()["id"]
+        asked = {"model": "m", "conversation": conv}
+        first = http.post("/v1/responses", json={**asked, "input": "Paris?", "background": True})
+        assert first.status_code == 200, first.text
+        path = f"/v1/responses/{first.json()['id']}"
+
+        def published() -> bool:
+            shown = http.get(path).json()
+            return shown["status"] == "in_progress" and bool(_call_ids(shown))
+
+        wait_until(published, "the call to be published", 10)
+        call = {"type": "function_call", "call_id": "call_s", "name": "lookup", "arguments": "{}"}
+        output = {"type": "function_call_output", "call_id": "call_s", "output": "rain"}
+        for items, code in (
+            ([call, output], "duplicate_tool_call"),
+            ([output], "tool_call_not_found"),
+        ):
+            refused = http.post(f"/v1/conversations/{conv}/items", json={"items": items})
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"]["code"] == code, refused.text
+            assert "running response" in refused.json()["error"]["message"]
+        assert http.get(path).json()["status"] == "in_progress"  # refused while it ran
+
+        ended = _wait_ended(http, first.json()["id"])
+        assert ended["status"] == "completed", ended.get("error")
+        items = http.get(f"/v1/conversations/{conv}/items", params={"order": "asc"}).json()
+        kinds = [(i["type"], i.get("call_id")) for i in items["data"] if "call_id" in i]
+        assert kinds == [("function_call", "call_s"), ("function_call_output", "call_s")]
+        later = http.post("/v1/responses", json={**asked, "input": "and now?"})
+        assert later.json()["status"] == "completed", later.json().get("error")
+    assert fake_upstream.refusals == []

@@ -130,6 +130,40 @@ async def test_deleting_either_half_of_a_call_pair_deletes_both(store: Store) ->
     ]
 
 
+def tool_item(item_id: str, kind: str, call_id: str) -> ItemRow:
+    return ItemRow(item_id, json.dumps({"id": item_id, "type": kind, "call_id": call_id}))
+
+
+async def test_a_conversations_tool_items_include_the_inputs_of_its_unfinished_turns(
+    store: Store,
+) -> None:
+    await store.create_conversation(
+        ConversationRecord("conv_1", "", 0.0, "{}"),
+        [message("m"), tool_item("c", "function_call", "call_a")],
+    )
+    await store.add_conversation_items(
+        "conv_1", "", [tool_item("o", "function_call_output", "call_a")]
+    )
+    running = in_lane("resp_r", "conv_1", conversation_id="conv_1")
+    _, _, turn = await store.create_response(running, [message("r")], [], None, ("me", 30))
+    assert turn is not None
+    queued = in_lane("resp_q", "conv_1", conversation_id="conv_1")
+    await store.create_response(
+        queued, [tool_item("qc", "function_call", "call_q"), message("q")], [], None
+    )
+    other = in_lane("resp_x", "conv_2", conversation_id="conv_2")  # another conversation
+    await store.create_response(other, [tool_item("x", "function_call", "call_x")], [], None)
+
+    def ids(texts: list[str]) -> list[str]:
+        return sorted(json.loads(t)["id"] for t in texts)
+
+    assert ids(await store.conversation_tool_items("conv_1")) == ["c", "o", "qc"]
+
+    await end(store, "resp_r", Fence("me", turn.epoch), conversation_items=[message("r")])
+    assert ids(await store.conversation_tool_items("conv_1")) == ["c", "o", "qc"]
+    assert ids(await store.conversation_tool_items("conv_none")) == []
+
+
 async def test_a_turn_sees_its_conversation_as_it_was_when_claimed(store: Store) -> None:
     await store.create_conversation(
         ConversationRecord("conv_1", "", 0.0, "{}"), [message("a"), message("b")]
