@@ -173,13 +173,13 @@ def unpaired_call(items: list[Item]) -> str | None:
     return None
 
 
-def fresh_call_ids(deltas: list[FunctionCallDelta], seen: list[Item]) -> list[FunctionCallDelta]:
-    """A step's calls, each whose call id is already in `seen` (the history and this
-    turn's output) under a new one. Some models number their calls from `call_0` on every
-    turn: kept, the id would name two calls in one history, and the client's output for
-    the new call would be refused as a second output of the old one (G5). The new id is
-    what is published and recorded, so the client, the history and recovery all use it."""
-    taken = {item["call_id"] for item in seen if "call_id" in item}
+def fresh_call_ids(deltas: list[FunctionCallDelta], taken: set[str]) -> list[FunctionCallDelta]:
+    """A step's calls, each whose call id is `taken` (by the history, this turn's output,
+    or what joins the history later) under a new one. Some models number their calls
+    from `call_0` on every turn: kept, the id would name two calls in one history, and
+    the client's output for the new call would be refused as a second output of the old
+    one (G5). The new id is what is published and recorded, so the client, the history
+    and recovery all use it."""
     if not any(delta.call_id in taken for delta in deltas):
         return deltas
     renamed: dict[str, str] = {}
@@ -347,13 +347,12 @@ async def check_unpublished(
     a call its running turn has published, or an output of one (G5): that call joins the
     conversation when the turn ends, after these items, so the conversation would hold
     the call twice, or an output before its call. Checked before the append's
-    transaction, as a create's input is; the output belongs in the conversation's next
-    turn, whose create accepts it at once."""
-    published = {
-        item["call_id"]
-        for item in await _running_items(store, conversation_id, tenant)
-        if item.get("type") == "function_call"
-    }
+    transaction, as a create's input is."""
+    if not any("call_id" in item for item in items):
+        return
+    running = await _running_items(store, conversation_id, tenant)
+    published = {i["call_id"] for i in running if i.get("type") == "function_call"}
+    answered = {i["call_id"] for i in running if i.get("type") == "function_call_output"}
     for item in items:
         call_id = item.get("call_id")
         if call_id not in published:
@@ -365,6 +364,14 @@ async def check_unpublished(
                 "it ends.",
                 param="items",
                 code="duplicate_tool_call",
+            )
+        if item.get("type") == "function_call_output" and call_id in answered:
+            raise InvalidRequest(
+                f"Duplicate function call output for call_id '{call_id}': the "
+                "conversation's running response ran this call on the server and "
+                "answered it.",
+                param="items",
+                code="duplicate_tool_output",
             )
         if item.get("type") == "function_call_output":
             raise InvalidRequest(

@@ -35,7 +35,7 @@ from ._backoff import retry_delay
 from ._compactor import Compactor
 from ._emitter import Emitter
 from ._errors import InvalidRequest, ModelError, StepFailed, ToolOutcomeUnknown, TurnStopped
-from ._history import fresh_call_ids, history_items, load_history, loads_all, unpaired_call
+from ._history import fresh_call_ids, history_items, load_history, unpaired_call
 from ._items import text_of
 from ._json import dumps
 from ._model import (
@@ -94,6 +94,7 @@ class TurnRunner:
         self._emitter = Emitter(json.loads(record.snapshot), record.last_seq + 1)
         self._usage: Usage | None = usage_from_object(self._emitter.response.get("usage"))
         self._step = record.step
+        self._conversation_upto = record.conversation_upto  # fixed by `_history` if None
         # The output items up to the last checkpoint: more are those of a step cut (by a
         # crash or a failed model call) and not finished yet.
         self._done_items = len(self._emitter.output)
@@ -257,14 +258,16 @@ class TurnRunner:
             if len(calls) > len(server_calls):
                 return Outcome(ResponseStatus.COMPLETED)  # a client tool call ends the turn
 
-    async def _taken(self, history: list[Item], deltas: list[FunctionCallDelta]) -> list[Item]:
-        """The items whose call ids a step's new calls may not take: the history, this
-        turn's output and, in a conversation, what joined it since the turn started (the
-        items API) and the inputs of the turns queued on it."""
-        taken = history + self._emitter.output
-        conversation_id = self._record.conversation_id
-        if deltas and conversation_id is not None:
-            taken += loads_all(await self._store.conversation_tool_items(conversation_id))
+    async def _taken(self, history: list[Item], deltas: list[FunctionCallDelta]) -> set[str]:
+        """The call ids a step's new calls may not take: those of the history and this
+        turn's output, of the inputs of the turns queued in its lane, and, in a
+        conversation, of what the items API added since the turn started."""
+        taken = {i["call_id"] for i in history + self._emitter.output if "call_id" in i}
+        if deltas:
+            record = self._record
+            taken |= await self._store.taken_call_ids(
+                record.lane, record.conversation_id, self._conversation_upto
+            )
         return taken
 
     async def _start(self) -> None:
@@ -411,6 +414,7 @@ class TurnRunner:
             # recorded, so that a chain from it reads what it read (G5).
             with lease_held():
                 upto = await self._store.fix_conversation_upto(record.id, self.turn.fence)
+        self._conversation_upto = upto
         try:
             return await load_history(
                 self._store,

@@ -191,10 +191,13 @@ class Store(Protocol):
         check: Callable[[list[str], list[str]], None] | None = None,
     ) -> bool: ...
     async def conversation_history(self, conversation_id: str, upto: int | None) -> list[str]: ...
-    async def conversation_tool_items(self, conversation_id: str) -> list[str]:
-        """The function calls and outputs of a conversation and of the inputs of its
-        turns that have not ended (they join it as they end), as JSON texts: the call
-        ids a new call may not take."""
+    async def taken_call_ids(
+        self, lane: str, conversation_id: str | None, upto: int | None
+    ) -> set[str]:
+        """The call ids of the function calls and outputs in the inputs of the lane's
+        turns that have not ended (they join its history as they end) and, with a
+        conversation, in its items at positions from `upto` on (all with None): ids a
+        new call of the lane may not take."""
         ...
 
     # -- health and notifications -------------------------------------------------------

@@ -218,14 +218,21 @@ class ConversationStore(PostgresBase):
         )
         return [r[0] for r in rows]
 
-    async def conversation_tool_items(self, conversation_id: str) -> list[str]:
+    async def taken_call_ids(
+        self, lane: str, conversation_id: str | None, upto: int | None
+    ) -> set[str]:
         rows = await self._db.fetch(
-            "read conversation tool items",
-            f"SELECT item FROM conversation_items WHERE conversation_id = $1 AND {_MAYBE_TOOL_ITEM}"
-            f" UNION ALL ({_WAITING_TOOL_ITEMS})",
+            "read the call ids a new call may not take",
+            "SELECT i.item FROM responses AS r JOIN response_items AS i ON i.response_id = r.id"
+            " WHERE r.lane = $1 AND r.status IN ('queued', 'in_progress')"
+            " AND strpos(i.item, '\"function_call') > 0"
+            " UNION ALL SELECT item FROM conversation_items"
+            f" WHERE conversation_id = $2 AND position >= $3 AND {_MAYBE_TOOL_ITEM}",
+            lane,
             conversation_id,
+            upto or 0,
         )
-        return [r[0] for r in rows if _call_id(r[0]) is not None]
+        return {call_id for r in rows if (call_id := _call_id(r[0])) is not None}
 
 
 async def _waiting(tx: Tx, conversation_id: str) -> list[str]:

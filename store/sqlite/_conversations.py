@@ -180,13 +180,22 @@ class ConversationStore(StoreBase):
         )
         return [r[0] for r in rows]
 
-    async def conversation_tool_items(self, conversation_id: str) -> list[str]:
-        stored = await self._readers.fetchall(
-            f"SELECT item FROM conversation_items WHERE conversation_id = ? AND {_TOOL_ITEM}",
-            (conversation_id,),
+    async def taken_call_ids(
+        self, lane: str, conversation_id: str | None, upto: int | None
+    ) -> set[str]:
+        rows = await self._readers.fetchall(
+            "SELECT json_extract(i.item, '$.call_id') FROM responses r"
+            f" JOIN response_items i ON i.response_id = r.id WHERE r.lane = ? AND {UNFINISHED}"
+            f" AND json_extract(i.item, '$.type') IN ('function_call', 'function_call_output')",
+            (lane,),
         )
-        waiting = await self._readers.fetchall(_WAITING_TOOL_ITEMS, (conversation_id,))
-        return [r[0] for r in stored] + [r[0] for r in waiting]
+        if conversation_id is not None:
+            rows += await self._readers.fetchall(
+                f"SELECT {_CALL_ID} FROM conversation_items"
+                f" WHERE conversation_id = ? AND position >= ? AND {_TOOL_ITEM}",
+                (conversation_id, upto or 0),
+            )
+        return {r[0] for r in rows if isinstance(r[0], str)}
 
 
 def _waiting(tx: Tx, conversation_id: str) -> list[str]:

@@ -265,8 +265,9 @@ def test_a_call_id_added_to_the_conversation_while_the_turn_runs_is_not_reused(
     assert fake_upstream.refusals == []
 
 
+@pytest.mark.parametrize("lane", ["conversation", "chain"])
 def test_a_call_id_in_a_queued_turns_input_is_not_reused_by_the_running_turn(
-    start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path
+    start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path, lane: str
 ) -> None:
     server = start_server(
         "--upstream-base-url",
@@ -280,10 +281,13 @@ def test_a_call_id_in_a_queued_turns_input_is_not_reused_by_the_running_turn(
     )
     fake_upstream.push(slow_lookup, text("Sunny."), text("Snow, then."))
     with httpx.Client(base_url=server.url, timeout=30) as http:
-        conv = http.post("/v1/conversations", json={}).json()["id"]
-        asked = {"model": "m", "conversation": conv, "background": True}
+        asked: dict[str, Any] = {"model": "m", "background": True}
+        if lane == "conversation":
+            asked["conversation"] = http.post("/v1/conversations", json={}).json()["id"]
         first = http.post("/v1/responses", json={**asked, "input": "Paris?"})
         assert first.status_code == 200, first.text
+        if lane == "chain":
+            asked["previous_response_id"] = first.json()["id"]
         wait_until(
             lambda: (
                 http.get(f"/v1/responses/{first.json()['id']}").json()["status"] == "in_progress"
@@ -342,7 +346,7 @@ def test_the_items_api_refuses_a_call_the_running_turn_published_or_its_output(
         output = {"type": "function_call_output", "call_id": "call_s", "output": "rain"}
         for items, code in (
             ([call, output], "duplicate_tool_call"),
-            ([output], "tool_call_not_found"),
+            ([output], "duplicate_tool_output"),
         ):
             refused = http.post(f"/v1/conversations/{conv}/items", json={"items": items})
             assert refused.status_code == 400, refused.text

@@ -134,15 +134,17 @@ def tool_item(item_id: str, kind: str, call_id: str) -> ItemRow:
     return ItemRow(item_id, json.dumps({"id": item_id, "type": kind, "call_id": call_id}))
 
 
-async def test_a_conversations_tool_items_include_the_inputs_of_its_unfinished_turns(
+async def test_the_call_ids_taken_are_those_of_the_lanes_waiting_inputs_and_new_items(
     store: Store,
 ) -> None:
     await store.create_conversation(
         ConversationRecord("conv_1", "", 0.0, "{}"),
-        [message("m"), tool_item("c", "function_call", "call_a")],
+        [message("m"), tool_item("c", "function_call", "call_a")],  # positions 0 and 1
     )
     await store.add_conversation_items(
-        "conv_1", "", [tool_item("o", "function_call_output", "call_a")]
+        "conv_1",
+        "",
+        [tool_item("o", "function_call_output", "call_a")],  # position 2
     )
     running = in_lane("resp_r", "conv_1", conversation_id="conv_1")
     _, _, turn = await store.create_response(running, [message("r")], [], None, ("me", 30))
@@ -151,17 +153,19 @@ async def test_a_conversations_tool_items_include_the_inputs_of_its_unfinished_t
     await store.create_response(
         queued, [tool_item("qc", "function_call", "call_q"), message("q")], [], None
     )
-    other = in_lane("resp_x", "conv_2", conversation_id="conv_2")  # another conversation
-    await store.create_response(other, [tool_item("x", "function_call", "call_x")], [], None)
+    chained = in_lane("resp_c", "resp_0")  # a chain's lane: no conversation
+    await store.create_response(
+        chained, [tool_item("x", "function_call_output", "call_x")], [], None
+    )
 
-    def ids(texts: list[str]) -> list[str]:
-        return sorted(json.loads(t)["id"] for t in texts)
-
-    assert ids(await store.conversation_tool_items("conv_1")) == ["c", "o", "qc"]
+    assert await store.taken_call_ids("conv_1", "conv_1", None) == {"call_a", "call_q"}
+    assert await store.taken_call_ids("conv_1", "conv_1", 2) == {"call_a", "call_q"}
+    assert await store.taken_call_ids("conv_1", "conv_1", 3) == {"call_q"}
+    assert await store.taken_call_ids("resp_0", None, None) == {"call_x"}
+    assert await store.taken_call_ids("conv_none", "conv_none", None) == set()
 
     await end(store, "resp_r", Fence("me", turn.epoch), conversation_items=[message("r")])
-    assert ids(await store.conversation_tool_items("conv_1")) == ["c", "o", "qc"]
-    assert ids(await store.conversation_tool_items("conv_none")) == []
+    assert await store.taken_call_ids("conv_1", "conv_1", 3) == {"call_q"}  # still queued
 
 
 async def test_a_turn_sees_its_conversation_as_it_was_when_claimed(store: Store) -> None:
