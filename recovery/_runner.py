@@ -190,7 +190,8 @@ class TurnRunner:
         await self._start()
         own: list[Item] = self._params["input"]
         users = [i for i in own if i.get("type") == "message" and i.get("role") == "user"]
-        ctx = WorkflowContext(self.turn, self.add_items, own, text_of(users[-1]) if users else "")
+        asked = text_of(users[-1]) if users else ""
+        ctx = WorkflowContext(self.turn, self.add_items, own, asked, self._emitter.output)
         await run_workflow(handler, ctx)
         return Outcome(ResponseStatus.COMPLETED)
 

@@ -35,8 +35,11 @@ workflow is served); no step or `say` starts after the handler has ended. A step
 thread that nothing waits for any more (its waiting task cancelled by the event loop's
 closing) keeps the turn from being handed over: its lease is left to expire (`Bodies`,
 _turn.py). Each step appears in the response as a `function_call` (the step) and a
-`function_call_output` (its JSON result); `say` adds an assistant message; a returned
-value (if not None) becomes the final message.
+`function_call_output` (its JSON result); `say` adds an assistant message, known, like
+a step, by its text and how often the run has said that text (a message said before a
+crash is not said again on the replay, whatever order its branches say things in; a run
+begun by a server before this one keeps the ids that server numbered its messages by);
+a returned value (if not None) becomes the final message.
 """
 
 from __future__ import annotations
@@ -93,16 +96,25 @@ def _stable_id(prefix: str, response_id: str, key: str) -> str:
 class WorkflowContext:
     """What a handler sees: the turn's input, durable steps, and messages."""
 
-    def __init__(self, turn: Turn, add_items: AddItems, input_items: list[Item], text: str) -> None:
+    def __init__(
+        self,
+        turn: Turn,
+        add_items: AddItems,
+        input_items: list[Item],
+        text: str,
+        output: list[Item] | None = None,
+    ) -> None:
         self._turn = turn
         self._add_items = add_items
+        self._output = output if output is not None else []  # the response's, live
         self._calls = Calls(turn)
         self.response_id = turn.response_id
         self.input = input_items
         self.text = text
         self._calls_of: dict[str, int] = {}  # step name -> how often it was called
         self._ordinal = 0  # steps called so far, for the ids of runs journaled before
-        self._said = 0
+        self._said = 0  # messages said so far, for the ids of runs begun before
+        self._says_of: dict[str, int] = {}  # text -> how often it was said
         self._journal: dict[str, Any] = {}
         # A step found ambiguous (G4), or whose journal or output the store failed to
         # write, fails the turn even when the handler catches the error: an ordinary retry
@@ -258,11 +270,17 @@ class WorkflowContext:
 
     async def _say(self, text: str) -> None:
         self._said += 1
+        occurrence = self._says_of[text] = self._says_of.get(text, 0) + 1
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        item_id = _stable_id("msg", self.response_id, f"say-{occurrence}-{digest}")
+        legacy_id = _stable_id("msg", self.response_id, f"say_{self._said}")
+        if any(item.get("id") == legacy_id and _text(item) == text for item in self._output):
+            item_id = legacy_id  # said by a server that numbered every message in order
         await self._add_items(
             [
                 {
                     "type": "message",
-                    "id": _stable_id("msg", self.response_id, f"say_{self._said}"),
+                    "id": item_id,
                     "role": "assistant",
                     "status": "completed",
                     "content": [
@@ -309,6 +327,13 @@ class WorkflowContext:
             ],
             checkpoint=True,
         )
+
+
+def _text(message: Item) -> str | None:
+    """The text of a message `say` added."""
+    parts = message.get("content") or [{}]
+    text = parts[0].get("text")
+    return text if isinstance(text, str) else None
 
 
 def _call_id(name: str, occurrence: int) -> str:

@@ -108,3 +108,35 @@ async def tagged(ctx: WorkflowContext) -> str:
     await ctx.step("charge", charge, ctx, order)
     await ctx.step("linger", act, ctx, "linger", "x", 8.0, idempotent=True)
     return "done"
+
+
+@workflow
+async def said(ctx: WorkflowContext) -> str:
+    """Two branches say a message each: y's first on the first run, whose process a test
+    kills before x says its own; x's first on the replay. `x_wait` waits for y's message
+    (and then for the kill) only the first time it runs."""
+    gate = asyncio.Event()
+    y_said = asyncio.Event()
+
+    async def x_wait() -> str:
+        again = bool(effects(Path(os.environ["SIDE_EFFECTS_DIR"]), "x_wait.started"))
+        record_effect("x_wait.started", ctx.idempotency_key, "x")
+        if not again:
+            gate.set()
+            await y_said.wait()
+            record_effect("y_said", ctx.idempotency_key, "y")
+            await asyncio.sleep(30)
+        return "waited"
+
+    async def branch_x() -> None:
+        await ctx.step("x_wait", x_wait, idempotent=True)
+        await ctx.say("from x")
+        gate.set()
+
+    async def branch_y() -> None:
+        await gate.wait()
+        await ctx.say("from y")
+        y_said.set()
+
+    await asyncio.gather(branch_x(), branch_y())
+    return "done"

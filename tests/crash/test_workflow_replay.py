@@ -8,7 +8,9 @@ ambiguous one (claimed, its outcome unknown) ran again instead of failing closed
 step is known by its name and how often the run has called that name; and when two
 branches call one name in another order on the replay, the call whose id the journal
 holds with other arguments is neither run nor given the other call's result: the turn
-fails closed, saying so.
+fails closed, saying so. Messages (`ctx.say`) were numbered the same way, so a replay
+whose branches said them in another order skipped one as said and said another twice;
+now a message is known by its text and how often the run has said it.
 """
 
 from __future__ import annotations
@@ -121,3 +123,33 @@ def test_a_step_given_what_json_cannot_hold_is_found_again_in_another_process(
 
     assert final["status"] == "completed", final.get("error")
     assert list(runs_per_key(folder, "charge").values()) == [1], "charged once"
+
+
+def test_messages_said_in_another_order_on_replay_are_neither_lost_nor_repeated(
+    start_server: StartServer, new_store: NewStore, tmp_path: Path
+) -> None:
+    """Branch y said its message, then a SIGKILL came before branch x said its own. On
+    the replay x says first: it used to take the id of y's message (the first said) and
+    be skipped as said, and y's message was then said again."""
+    db, folder = new_store("wf"), tmp_path / "effects"
+    first, url = _start(start_server, db, folder, "said")
+    response_id = _create(url)
+    wait_until(lambda: bool(log_lines(folder, "y_said")), "y's message said")
+    wait_until(
+        lambda: bool(query(db, "SELECT seq FROM events WHERE data LIKE '%from y%'")),
+        "y's message committed",
+    )
+    first.kill()
+
+    _, url = _start(start_server, db, folder, "said")
+    final = wait_terminal(url, response_id, deadline=40)
+
+    assert final["status"] == "completed", final.get("error")
+    said = [
+        part["text"]
+        for item in final["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+    ]
+    assert said == ["from y", "from x", "done"], said
+    check_replays(url, response_id, final)

@@ -17,7 +17,7 @@ from recovery import (
     workflow,
 )
 from recovery._admission import new_turn
-from recovery._workflow import _arguments, _call_id
+from recovery._workflow import _arguments, _call_id, _stable_id
 from store import Fence
 from tests.recovery.test_workflow_store_errors import Unused
 
@@ -94,3 +94,49 @@ async def test_a_run_journaled_with_the_former_ids_keeps_them(tmp_path: Path) ->
     assert runs == [], "a and b were recorded, c is ambiguous: nothing ran again"
     assert final["status"] == "failed" and final["error"]["code"] == "tool_outcome_unknown"
     assert "step_3_c" in final["error"]["message"]
+
+
+class _SayOnly:
+    """The part of a Turn that `say` reads."""
+
+    response_id = "resp_say"
+
+
+async def _said(output: list[dict[str, object]], *texts: str) -> list[str]:
+    """The ids `say` gives `texts`, said in this order, with `output` already there."""
+    added: list[str] = []
+
+    async def add_items(items: list[dict[str, object]], *, checkpoint: bool = False) -> None:
+        added.extend(str(item["id"]) for item in items)
+
+    ctx = WorkflowContext(_SayOnly(), add_items, [], "", output)  # type: ignore[arg-type]
+    for text in texts:
+        await ctx.say(text)
+    return added
+
+
+def _message(item_id: str, text: str) -> dict[str, object]:
+    return {"type": "message", "id": item_id, "content": [{"type": "output_text", "text": text}]}
+
+
+async def test_a_message_is_known_by_its_text_whatever_order_branches_say_them_in() -> None:
+    """On a replay, concurrent branches may say their messages in another order: each
+    must get the id it had, or the replay skips one message as said and says another
+    again."""
+    texts, reordered = ("from y", "from x", "from y"), ("from x", "from y", "from y")
+    first = set(zip(await _said([], *texts), texts, strict=True))
+    replay = set(zip(await _said([], *reordered), reordered, strict=True))
+
+    assert len(first) == 3, "the second time one text is said is a message of its own"
+    assert first == replay, "each message found again under its id"
+
+
+async def test_a_message_said_by_a_server_that_numbered_them_keeps_its_id() -> None:
+    """A deploy while a workflow runs: the server before this one numbered every message
+    said in order. Its messages are found again under those ids, so not said twice."""
+    [numbered] = await _said([], "from y")
+    legacy = _stable_id("msg", "resp_say", "say_1")
+    assert numbered != legacy
+
+    assert await _said([_message(legacy, "from y")], "from y") == [legacy]
+    assert await _said([_message(legacy, "other")], "from y") == [numbered]
