@@ -354,10 +354,10 @@ async def check_unpublished(
     published = {i["call_id"] for i in running if i.get("type") == "function_call"}
     answered = {i["call_id"] for i in running if i.get("type") == "function_call_output"}
     for item in items:
-        call_id = item.get("call_id")
+        call_id, kind = item.get("call_id"), item.get("type")
         if call_id not in published:
             continue
-        if item.get("type") == "function_call":
+        if kind == "function_call":
             raise InvalidRequest(
                 f"Duplicate function call with call_id '{call_id}': the conversation's "
                 "running response made this call, and adds it to the conversation when "
@@ -365,7 +365,7 @@ async def check_unpublished(
                 param="items",
                 code="duplicate_tool_call",
             )
-        if item.get("type") == "function_call_output" and call_id in answered:
+        if kind == "function_call_output" and call_id in answered:
             raise InvalidRequest(
                 f"Duplicate function call output for call_id '{call_id}': the "
                 "conversation's running response ran this call on the server and "
@@ -373,7 +373,7 @@ async def check_unpublished(
                 param="items",
                 code="duplicate_tool_output",
             )
-        if item.get("type") == "function_call_output":
+        if kind == "function_call_output":
             raise InvalidRequest(
                 f"Function call '{call_id}' was made by the conversation's running response "
                 "and joins the conversation only when that response ends: send this output "

@@ -263,13 +263,13 @@ class TurnRunner:
         """The call ids a step's new calls may not take: those of the history and this
         turn's output, of the inputs of the turns queued in its lane, and, in a
         conversation, of what the items API added since the turn started."""
+        if not deltas:
+            return set()
         taken = {i["call_id"] for i in history + self._emitter.output if "call_id" in i}
-        if deltas:
-            record = self._record
-            taken |= await self._store.taken_call_ids(
-                record.lane, record.conversation_id, self._conversation_upto
-            )
-        return taken
+        record = self._record
+        return taken | await self._store.taken_call_ids(
+            record.lane, record.conversation_id, self._conversation_upto
+        )
 
     async def _start(self) -> None:
         """Emit the opening lifecycle events, or rebuild the state of a resumed run."""

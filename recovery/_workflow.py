@@ -58,6 +58,7 @@ from store import StoreError
 
 from ._calls import DONE, Calls, cut_from_outside, idempotency_key, outlast
 from ._errors import StepFailed, ToolOutcomeUnknown
+from ._items import text_of
 from ._tools import tool_output
 from ._turn import Bodies, Turn
 
@@ -274,7 +275,7 @@ class WorkflowContext:
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         item_id = _stable_id("msg", self.response_id, f"say-{occurrence}-{digest}")
         legacy_id = _stable_id("msg", self.response_id, f"say_{self._said}")
-        if any(item.get("id") == legacy_id and _text(item) == text for item in self._output):
+        if any(item.get("id") == legacy_id and text_of(item) == text for item in self._output):
             item_id = legacy_id  # said by a server that numbered every message in order
         await self._add_items(
             [
@@ -327,13 +328,6 @@ class WorkflowContext:
             ],
             checkpoint=True,
         )
-
-
-def _text(message: Item) -> str | None:
-    """The text of a message `say` added."""
-    parts = message.get("content") or [{}]
-    text = parts[0].get("text")
-    return text if isinstance(text, str) else None
 
 
 def _call_id(name: str, occurrence: int) -> str:

@@ -121,6 +121,12 @@ def test_a_tool_that_raises_cancelled_error_by_itself_has_failed(
     assert _outputs(again) == [output["output"]]
 
 
+def _lookup_server(start_server: StartServer, fake: FakeUpstream, effects_dir: Path) -> Any:
+    """A server whose agent has the server tool `lookup`, on the scripted upstream."""
+    args = ("--upstream-base-url", fake.url, "--agent", "tests.agents.tool_agent:agent")
+    return start_server(*args, env={"SIDE_EFFECTS_DIR": str(effects_dir)})
+
+
 PARIS, ROME = ("call_0", "lookup", '{"city":"Paris"}'), ("call_0", "lookup", '{"city":"Rome"}')
 
 
@@ -135,13 +141,7 @@ def test_call_ids_repeated_each_run_their_own_tool_call(
     start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path, script: Any
 ) -> None:
     folder = tmp_path / "effects"
-    server = start_server(
-        "--upstream-base-url",
-        fake_upstream.url,
-        "--agent",
-        "tests.agents.tool_agent:agent",
-        env={"SIDE_EFFECTS_DIR": str(folder)},
-    )
+    server = _lookup_server(start_server, fake_upstream, folder)
     fake_upstream.push(*script, text("Sunny in both."))
 
     response = _run(server.url, "Paris, then Rome?")
@@ -269,13 +269,7 @@ def test_a_call_id_added_to_the_conversation_while_the_turn_runs_is_not_reused(
 def test_a_call_id_in_a_queued_turns_input_is_not_reused_by_the_running_turn(
     start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path, lane: str
 ) -> None:
-    server = start_server(
-        "--upstream-base-url",
-        fake_upstream.url,
-        "--agent",
-        "tests.agents.tool_agent:agent",
-        env={"SIDE_EFFECTS_DIR": str(tmp_path / "effects")},
-    )
+    server = _lookup_server(start_server, fake_upstream, tmp_path / "effects")
     slow_lookup = tool_calls(
         ("call_0", "lookup", '{"city":"Paris"}'), preface="one two three four five", pace=0.3
     )
@@ -317,13 +311,7 @@ def test_a_call_id_in_a_queued_turns_input_is_not_reused_by_the_running_turn(
 def test_the_items_api_refuses_a_call_the_running_turn_published_or_its_output(
     start_server: StartServer, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    server = start_server(
-        "--upstream-base-url",
-        fake_upstream.url,
-        "--agent",
-        "tests.agents.tool_agent:agent",
-        env={"SIDE_EFFECTS_DIR": str(tmp_path / "effects")},
-    )
+    server = _lookup_server(start_server, fake_upstream, tmp_path / "effects")
     # The server tool's call is published with its step; the answer after it takes 2.4 s.
     fake_upstream.push(
         tool_calls(("call_s", "lookup", '{"city":"Paris"}')),
