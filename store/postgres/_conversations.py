@@ -12,15 +12,22 @@ from ._database import Tx
 from ._sql import CONVERSATION_COLUMNS, conversation
 
 _TOOL_TYPES = ("function_call", "function_call_output")
-# A cheap filter in SQL; the JSON is read here, in Python, because PostgreSQL's json
-# functions refuse a NUL character (\u0000) that a user's item may hold anywhere.
-_MAYBE_TOOL_ITEM = "strpos(item, '\"function_call') > 0"
+
+
+def _maybe_tool_item(column: str) -> str:
+    """SQL: the item JSON in `column` may be a function call or its output. A cheap
+    filter; the JSON is read in Python, because PostgreSQL's json functions refuse a NUL
+    character (\\u0000) that a user's item may hold anywhere."""
+    return f"strpos({column}, '\"function_call') > 0"
+
+
+_MAYBE_TOOL_ITEM = _maybe_tool_item("item")
 # The tool items of the inputs of a conversation's turns that have not ended: each is
 # added to the conversation when its turn ends, after what the client adds meanwhile.
 _WAITING_TOOL_ITEMS = (
     "SELECT i.item FROM responses AS r JOIN response_items AS i ON i.response_id = r.id"
     " WHERE r.lane = $1 AND r.conversation_id = $1 AND r.status IN ('queued', 'in_progress')"
-    " AND strpos(i.item, '\"function_call') > 0 ORDER BY r.ord, i.position"
+    f" AND {_maybe_tool_item('i.item')} ORDER BY r.ord, i.position"
 )
 
 
@@ -225,7 +232,7 @@ class ConversationStore(PostgresBase):
             "read the call ids a new call may not take",
             "SELECT i.item FROM responses AS r JOIN response_items AS i ON i.response_id = r.id"
             " WHERE r.lane = $1 AND r.status IN ('queued', 'in_progress')"
-            " AND strpos(i.item, '\"function_call') > 0"
+            f" AND {_maybe_tool_item('i.item')}"
             " UNION ALL SELECT item FROM conversation_items"
             f" WHERE conversation_id = $2 AND position >= $3 AND {_MAYBE_TOOL_ITEM}",
             lane,

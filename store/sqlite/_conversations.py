@@ -9,15 +9,20 @@ from .._records import ConversationRecord, ItemRow
 from ._base import UNFINISHED, StoreBase, _conversation, _fetchone
 from ._connection import Tx
 
-_TOOL_ITEM = "json_extract(item, '$.type') IN ('function_call', 'function_call_output')"
+
+def _is_tool_item(column: str) -> str:
+    """SQL: the item JSON in `column` is a function call or its output."""
+    return f"json_extract({column}, '$.type') IN ('function_call', 'function_call_output')"
+
+
+_TOOL_ITEM = _is_tool_item("item")
 _CALL_ID = "json_extract(item, '$.call_id')"
 # The tool items of the inputs of a conversation's turns that have not ended: each is
 # added to the conversation when its turn ends, after what the client adds meanwhile.
 _WAITING_TOOL_ITEMS = (
     "SELECT i.item FROM responses r JOIN response_items i ON i.response_id = r.id"
     f" WHERE r.lane = ?1 AND r.conversation_id = ?1 AND {UNFINISHED}"
-    f" AND json_extract(i.item, '$.type') IN ('function_call', 'function_call_output')"
-    " ORDER BY r.rowid, i.position"
+    f" AND {_is_tool_item('i.item')} ORDER BY r.rowid, i.position"
 )
 
 
@@ -186,7 +191,7 @@ class ConversationStore(StoreBase):
         rows = await self._readers.fetchall(
             "SELECT json_extract(i.item, '$.call_id') FROM responses r"
             f" JOIN response_items i ON i.response_id = r.id WHERE r.lane = ? AND {UNFINISHED}"
-            f" AND json_extract(i.item, '$.type') IN ('function_call', 'function_call_output')",
+            f" AND {_is_tool_item('i.item')}",
             (lane,),
         )
         if conversation_id is not None:
